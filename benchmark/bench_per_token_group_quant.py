@@ -1,0 +1,426 @@
+"""sgl_quant benchmark: CUDA-graph replay timing (median) of the kernels against side-by-side
+baselines measured in the same process: device-to-device copy bandwidth, a torch.compile'd pure-torch
+quantizer and a Triton kernel written for this benchmark. Reference-kernel (sgl-kernel) numbers are
+not measurable here; the SPEC §5 anchors are printed beside ours, marked as such.
+
+Each row: time (µs), achieved TB/s (minimum bytes / time), % of roofline (minimum bytes / measured
+copy bandwidth / time) and ratios to the baselines. Writes a table (stdout and bench.txt), bench.json
+and bench.png (time and % roofline vs M). Without a GPU it times the CPU implementation instead.
+
+    python benchmark/bench_per_token_group_quant.py [--quick] [--out DIR] [--no-baselines]
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import sgl_quant
+from sgl_quant.testing import make_input, make_masked_m
+
+FP8 = torch.float8_e4m3fn
+# SPEC §5 anchors (one H200, 2026-11-29): sgl-kernel AOT v2 reference kernel, µs. Not measured here.
+SPEC_REFERENCE_US = {
+    "dense-M1-H4096-col_f32": 1.28, "dense-M64-H7168-col_f32": 1.79, "dense-M256-H7168-col_f32": 2.46,
+    "dense-M1024-H4096-col_f32": 3.71, "dense-M4096-H4096-col_f32": 13.62, "dense-M16384-H7168-col_f32": 84.7,
+    "masked-silu-E256x128-H2048-col_ue8m0": 318.0, "masked-silu-E32x256-H2048-col_ue8m0": 40.7,
+    "masked-silu-E8x512-H2048-col_ue8m0": 10.8, "dsv4-T1-G8-D4096": 4.86, "dsv4-T4096-G8-D4096": 107.9,
+    "chain10-pdl-M1-H4096": 10.4, "chain10-nopdl-M1-H4096": 13.25,
+}
+SPEC_TARGET_US = {
+    "dense-M1-H4096-col_f32": 1.15, "dense-M64-H7168-col_f32": 1.6, "dense-M256-H7168-col_f32": 2.1,
+    "dense-M1024-H4096-col_f32": 3.5, "dense-M4096-H4096-col_f32": 12.7, "masked-silu-E256x128-H2048-col_ue8m0": 48.0,
+    "masked-silu-E32x256-H2048-col_ue8m0": 13.0, "masked-silu-E8x512-H2048-col_ue8m0": 4.5,
+    "dsv4-T1-G8-D4096": 1.4, "dsv4-T4096-G8-D4096": 97.0, "chain10-pdl-M1-H4096": 10.0,
+}
+LAYOUTS = {  # name -> (column_major_scales, scale_tma_aligned, scale_ue8m0)
+    "row_f32": (False, False, False), "col_f32": (True, True, False), "row_ue8m0": (False, False, True),
+    "col_ue8m0": (True, True, True),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Cases
+
+
+def dense_case(m, h, layout="col_f32", silu=False, dtype=torch.bfloat16):
+    return dict(kind="dense", name=f"dense{'-silu' if silu else ''}-M{m}-H{h}-{layout}", m=m, h=h, layout=layout,
+                silu=silu, dtype=dtype)
+
+
+def cases(quick):
+    out = []
+    hs = (4096, 7168) if quick else (2048, 4096, 7168)
+    ms = (1, 64, 1024, 16384) if quick else (1, 8, 64, 256, 1024, 4096, 16384)
+    for h in hs:
+        for m in ms:
+            out.append(dense_case(m, h))
+    for extra in ((256, 7168), (4096, 4096)):
+        if not any(c["m"] == extra[0] and c["h"] == extra[1] for c in out):
+            out.append(dense_case(*extra))
+    layouts_m = (64, 4096) if quick else (1, 64, 1024, 4096, 16384)
+    for layout in ("row_f32", "row_ue8m0", "col_ue8m0"):
+        for m in layouts_m:
+            out.append(dense_case(m, 7168, layout))
+    for m in ((64, 4096) if quick else (1, 64, 1024, 4096)):
+        out.append(dense_case(m, 2048, "col_ue8m0", silu=True))
+    masked = [(256, 128), (32, 256), (8, 512)] if quick else [(e, r) for e in (8, 32, 256) for r in (128, 256, 1024)]
+    for e, rows in masked:
+        out.append(dict(kind="masked", name=f"masked-silu-E{e}x{rows}-H2048-col_ue8m0", e=e, rows=rows, h=2048,
+                        layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
+    for t in (1, 64, 4096, 16384):
+        out.append(dict(kind="dsv4", name=f"dsv4-T{t}-G8-D4096", t=t, g=8, d=4096, dtype=torch.bfloat16, m=t * 8))
+    out.append(dict(kind="chain", name="chain10-pdl-M1-H4096", pdl=True, m=1, h=4096, dtype=torch.bfloat16))
+    out.append(dict(kind="chain", name="chain10-nopdl-M1-H4096", pdl=False, m=1, h=4096, dtype=torch.bfloat16))
+    return out
+
+
+def min_bytes(c):
+    """Input read once + codes and scales written once (masked: valid rows only)."""
+    if c["kind"] == "dsv4":
+        rows, h, k, g = c["t"] * c["g"], c["d"], c["d"], c["d"] // 128
+        return rows * (2 * k + h + 4 * g)
+    h = c["h"]
+    k = 2 * h if c.get("silu") else h
+    g = h // 128
+    s_bytes = 4 * ((g + 3) // 4) if c.get("layout") == "col_ue8m0" else 4 * g
+    rows = c["m"]
+    if c["kind"] == "masked":
+        rows = int(make_masked_m(c["e"], c["rows"], seed=3).clamp(0, c["rows"]).sum())
+    per_call = rows * (2 * k + h + s_bytes)
+    return per_call * (10 if c["kind"] == "chain" else 1)
+
+
+def build(c, device, pdl):
+    """A no-argument callable running sgl_quant for case c (inputs and outputs preallocated)."""
+    dt = c["dtype"]
+    if c["kind"] == "dsv4":
+        x = make_input((c["t"], c["g"], c["d"]), dt, seed=1, device=device)
+        return lambda: sgl_quant.per_token_group_quant_fp8_dsv4(x, enable_pdl=pdl)
+    col, tma, ue8m0 = LAYOUTS[c["layout"]]
+    h = c["h"]
+    k = 2 * h if c.get("silu") else h
+    if c["kind"] == "masked":
+        x = make_input((c["e"], c["rows"], k), dt, seed=1, device=device)
+        masked_m = make_masked_m(c["e"], c["rows"], seed=3, device=device)
+        q_shape = (c["e"], c["rows"], h)
+    else:
+        x = make_input((c["m"], k), dt, seed=1, device=device)
+        masked_m = None
+        q_shape = (c["m"], h)
+    q = torch.empty(q_shape, dtype=FP8, device=device)
+    s = sgl_quant.create_scale_tensor(q_shape, 128, device, col, tma, ue8m0)
+    use_pdl = c["pdl"] if c["kind"] == "chain" else pdl
+
+    def run():
+        sgl_quant.per_token_group_quant_8bit_v2(x, q, s, 128, scale_ue8m0=ue8m0, fuse_silu_and_mul=c.get("silu", False),
+                                                masked_m=masked_m, enable_pdl=use_pdl)
+    if c["kind"] == "chain":
+        return lambda: [run() for _ in range(10)]
+    return run
+
+
+# ------------------------------------------------------------------------------------------------
+# Baselines
+
+
+def torch_quant(x, group_size: int, ue8m0: bool, silu: bool, col: bool):
+    """Pure-torch per-token-group fp8 quantization (compiled with torch.compile as a baseline)."""
+    if silu:
+        h = x.shape[-1] // 2
+        x = (torch.nn.functional.silu(x[..., :h].float()).to(x.dtype) * x[..., h:])
+    m, h = x.shape
+    v = x.float().view(m, h // group_size, group_size)
+    amax = v.abs().amax(-1).clamp(min=1e-10)
+    s = amax / 448.0
+    if ue8m0:
+        s = torch.exp2(torch.ceil(torch.log2(s)))
+    q = (v / s.unsqueeze(-1)).clamp(-448.0, 448.0).to(FP8).view(m, h)
+    if col:
+        s = s.t().contiguous().t()
+    return q, s
+
+
+def make_triton_baseline():
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def _quant_kernel(x_ptr, q_ptr, s_ptr, H, G, x_row_stride, s_row_stride, s_group_stride, rows,
+                      GS: tl.constexpr, BLOCK_G: tl.constexpr, SILU: tl.constexpr, UE8M0: tl.constexpr):
+        row = tl.program_id(0)
+        gb = tl.program_id(1)
+        g = gb * BLOCK_G + tl.arange(0, BLOCK_G)
+        e = tl.arange(0, GS)
+        gmask = g < G
+        offs = g[:, None] * GS + e[None, :]
+        mask = gmask[:, None]
+        base = x_ptr + row.to(tl.int64) * x_row_stride
+        v = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
+        if SILU:
+            up = tl.load(base + H + offs, mask=mask, other=0.0).to(tl.float32)
+            a = (v / (1.0 + tl.exp(-v))).to(x_ptr.dtype.element_ty).to(tl.float32)
+            v = (a * up).to(x_ptr.dtype.element_ty).to(tl.float32)
+        amax = tl.maximum(tl.max(tl.abs(v), axis=1), 1e-10)
+        s = amax / 448.0
+        if UE8M0:
+            s = tl.exp2(tl.ceil(tl.log2(s)))
+        q = tl.clamp(v / s[:, None], -448.0, 448.0).to(q_ptr.dtype.element_ty)
+        tl.store(q_ptr + row.to(tl.int64) * H + offs, q, mask=mask)
+        tl.store(s_ptr + row.to(tl.int64) * s_row_stride + g * s_group_stride, s, mask=gmask)
+
+    def run(x, q, s, silu, ue8m0):
+        rows, h = q.shape
+        g = h // 128
+        block_g = 4
+        _quant_kernel[(rows, triton.cdiv(g, block_g))](x, q, s, h, g, x.stride(0), s.stride(0), s.stride(1), rows,
+                                                        GS=128, BLOCK_G=block_g, SILU=silu, UE8M0=ue8m0,
+                                                        num_warps=4)
+    return run
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing
+
+
+def time_graph_us(fn, calls_per_graph=20, replays=25):
+    """Median µs per call over replays of a CUDA graph holding calls_per_graph calls."""
+    fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(calls_per_graph):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / calls_per_graph)
+    return statistics.median(samples)
+
+
+def copy_bandwidth_tbs(nbytes=2 << 30):
+    """Device-to-device copy bandwidth, bytes read + written per second (CUDA events, median)."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for i in range(23):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            samples.append(2 * nbytes / (start.elapsed_time(end) * 1e-3) / 1e12)
+    del src, dst
+    torch.cuda.empty_cache()
+    return statistics.median(samples)
+
+
+def calls_for(c):
+    b = min_bytes(c)
+    return 20 if b < (64 << 20) else 5
+
+
+def bench_gpu(quick, baselines):
+    torch._dynamo.config.cache_size_limit = 256  # one compiled baseline per shape
+    dev = torch.cuda.get_device_name()
+    bw = copy_bandwidth_tbs()
+    print(f"device: {dev}; copy bandwidth {bw:.3f} TB/s (2 GiB device-to-device, read+write)", flush=True)
+    triton_run = make_triton_baseline() if baselines else None
+    rows = []
+    for c in cases(quick):
+        r = dict(name=c["name"], kind=c["kind"], m=c.get("m"), h=c.get("h", c.get("d")), bytes=min_bytes(c))
+        n = calls_for(c)
+        if c["kind"] == "chain":
+            r["us"] = time_graph_us(build(c, "cuda", None), calls_per_graph=1, replays=50)
+        else:
+            r["us"] = time_graph_us(build(c, "cuda", False), n)
+            r["us_pdl"] = time_graph_us(build(c, "cuda", True), n)
+        r["tbs"] = r["bytes"] / (r["us"] * 1e-6) / 1e12
+        r["roofline_pct"] = 100.0 * r["bytes"] / (bw * 1e12) / (r["us"] * 1e-6)
+        if c["kind"] == "dsv4":
+            r.update(dsv4_baselines(c, n))
+        if baselines and c["kind"] == "dense" and c["layout"] in ("col_f32", "col_ue8m0", "row_f32"):
+            col, _, ue8m0 = LAYOUTS[c["layout"]]
+            x = make_input((c["m"], 2 * c["h"] if c["silu"] else c["h"]), c["dtype"], seed=1, device="cuda")
+            # torch.compile costs seconds per shape: in --quick mode only for the SPEC §5 headline cases
+            if c["layout"] != "col_ue8m0" and (not quick or c["name"] in SPEC_REFERENCE_US):
+                compiled = torch.compile(torch_quant, dynamic=False)
+                r["torch_compile_us"] = time_graph_us(lambda: compiled(x, 128, ue8m0, c["silu"], col), n)
+            if triton_run is not None and c["layout"] != "col_ue8m0":
+                q = torch.empty(c["m"], c["h"], dtype=FP8, device="cuda")
+                s = sgl_quant.create_scale_tensor(q.shape, 128, "cuda", col, col, ue8m0)
+                r["triton_us"] = time_graph_us(lambda: triton_run(x, q, s, c["silu"], ue8m0), n)
+        if c["name"] in SPEC_REFERENCE_US:
+            r["spec_reference_us"] = SPEC_REFERENCE_US[c["name"]]
+        if c["name"] in SPEC_TARGET_US:
+            r["spec_target_us"] = SPEC_TARGET_US[c["name"]]
+        rows.append(r)
+        print(format_row(r), flush=True)
+    return dict(device=dev, copy_tbs=bw, rows=rows)
+
+
+def dsv4_baselines(c, n):
+    """(a) unfused: v2 packed UE8M0 + exponent -> fp32 + layout transpose with torch ops;
+    (b) plain v2 quantization (row-major UE8M0 fp32 scales) of the flattened [T*G, D] input."""
+    t, g, d = c["t"], c["g"], c["d"]
+    x = make_input((t, g, d), c["dtype"], seed=1, device="cuda")
+    flat = x.view(t * g, d)
+    q = torch.empty(t * g, d, dtype=FP8, device="cuda")
+    packed = sgl_quant.create_scale_tensor(q.shape, 128, "cuda", True, True, True)
+    s_out = torch.empty(g, t, d // 128, device="cuda").transpose(0, 1)
+    s_row = torch.empty(t * g, d // 128, device="cuda")
+
+    def unfused():
+        sgl_quant.per_token_group_quant_8bit_v2(flat, q, packed, 128, scale_ue8m0=True)
+        exponent_bytes = packed.contiguous().view(torch.uint8)[:, : d // 128]  # [T*G, D/128], e + 127
+        vals = (exponent_bytes.to(torch.int32) << 23).view(torch.float32)  # 2^e as fp32
+        s_out.copy_(vals.view(t, g, d // 128))
+
+    def plain():
+        sgl_quant.per_token_group_quant_8bit_v2(flat, q, s_row, 128, scale_ue8m0=True)
+    return dict(unfused_us=time_graph_us(unfused, n), plain_v2_us=time_graph_us(plain, n))
+
+
+def bench_cpu(quick):
+    print("no CUDA device: timing the C++ CPU implementation (wall clock, median of 5)", flush=True)
+    rows = []
+    for m, h in [(1, 4096), (64, 7168), (1024, 4096)] + ([] if quick else [(4096, 7168)]):
+        for layout in ("row_f32", "col_ue8m0"):
+            c = dense_case(m, h, layout)
+            fn = build(c, "cpu", False)
+            fn()
+            samples = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t0) * 1e6)
+            r = dict(name=c["name"], kind="dense", m=m, h=h, bytes=min_bytes(c), us=statistics.median(samples))
+            r["tbs"] = r["bytes"] / (r["us"] * 1e-6) / 1e12
+            rows.append(r)
+            print(format_row(r), flush=True)
+    return dict(device=f"CPU ({torch.get_num_threads()} threads)", copy_tbs=None, rows=rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Output
+
+
+COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>9.2f}"), ("us_pdl", "µs PDL", "{:>8.2f}"),
+           ("tbs", "TB/s", "{:>6.2f}"), ("roofline_pct", "%roof", "{:>6.1f}"),
+           ("torch_compile_us", "compile µs", "{:>10.2f}"), ("triton_us", "triton µs", "{:>9.2f}"),
+           ("unfused_us", "unfused µs", "{:>10.2f}"), ("plain_v2_us", "plainv2 µs", "{:>10.2f}"),
+           ("spec_reference_us", "ref µs*", "{:>8.2f}"), ("spec_target_us", "target", "{:>7.2f}")]
+
+
+def format_row(r):
+    cells = []
+    for key, _, fmt in COLUMNS:
+        v = r.get(key)
+        width = int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0] or 8)
+        cells.append(fmt.format(v) if v is not None else " " * width)
+    ratios = []
+    for key, label in (("torch_compile_us", "compile"), ("triton_us", "triton"), ("unfused_us", "unfused"),
+                       ("plain_v2_us", "plainv2"), ("spec_reference_us", "ref*")):
+        if r.get(key):
+            ratios.append(f"{label}/ours={r[key] / r['us']:.2f}x")
+    if r.get("spec_target_us"):
+        ratios.append("target " + ("MET" if r["us"] <= r["spec_target_us"] or r.get("us_pdl", 1e9) <= r["spec_target_us"]
+                                   else "missed"))
+    return " ".join(cells) + "  " + " ".join(ratios)
+
+
+def header():
+    cells = []
+    for _, title, fmt in COLUMNS:
+        width = int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0] or 8)
+        cells.append(title.ljust(width) if fmt.startswith("{:<") else title.rjust(width))
+    return " ".join(cells)
+
+
+def plot(result, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot", flush=True)
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for h in (4096, 7168):
+        series = [r for r in result["rows"] if r["kind"] == "dense" and r["h"] == h and r["name"].endswith("col_f32")
+                  and "-silu" not in r["name"]]
+        if not series:
+            continue
+        ms = [r["m"] for r in series]
+        for key, label in (("us", "sgl_quant"), ("torch_compile_us", "torch.compile"), ("triton_us", "Triton")):
+            pts = [(r["m"], r[key]) for r in series if r.get(key)]
+            if pts:
+                axes[0].plot(*zip(*pts), marker="o", label=f"{label} H={h}")
+        ref = [(r["m"], r["spec_reference_us"]) for r in series if r.get("spec_reference_us")]
+        if ref:
+            axes[0].plot(*zip(*ref), marker="x", linestyle=":", label=f"reference (SPEC anchor) H={h}")
+        if result["copy_tbs"]:
+            for key, label in (("us", "sgl_quant"), ("torch_compile_us", "torch.compile"), ("triton_us", "Triton")):
+                pts = [(r["m"], 100 * r["bytes"] / (result["copy_tbs"] * 1e12) / (r[key] * 1e-6))
+                       for r in series if r.get(key)]
+                if pts:
+                    axes[1].plot(*zip(*pts), marker="o", label=f"{label} H={h}")
+        del ms
+    for ax, ylabel in zip(axes, ("µs (CUDA graph replay, median)", "% of copy-bandwidth roofline")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("M (tokens), bf16 -> fp8, group 128, column-major fp32 scales")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_yscale("log")
+    fig.suptitle(f"sgl_quant on {result['device']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer cases")
+    ap.add_argument("--out", default="bench_out", help="folder for bench.json, bench.txt, bench.png")
+    ap.add_argument("--no-baselines", action="store_true", help="skip torch.compile and Triton")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(header(), flush=True)
+    if torch.cuda.is_available():
+        result = bench_gpu(args.quick, not args.no_baselines)
+    else:
+        result = bench_cpu(args.quick)
+    result["date"] = time.strftime("%Y-%m-%d")
+    result["build_info"] = sgl_quant.build_info()
+    (out / "bench.json").write_text(json.dumps(result, indent=1))
+    lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if result["copy_tbs"]
+                                                       else ""), header()]
+    lines += [format_row(r) for r in result["rows"]]
+    lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (2026-11-29), not measured in this run")
+    (out / "bench.txt").write_text("\n".join(lines) + "\n")
+    if result["copy_tbs"]:
+        plot(result, out / "bench.png")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+// The per-token-group 8-bit quantization kernel family (SPEC §1-§3): v2 in every layout,
+// fused SiLU-and-mul, masked MoE layout, and the DeepSeek-V4 fp8_einsum layout (which is the
+// same computation with UE8M0-rounded fp32 scales written through strides).
+//
+// Work decomposition: a "task" is one group of one row. Each task is handled by a sub-warp of
+// GS/16 threads; every thread loads 16 input elements (two 16-byte loads; four with fused SiLU),
+// the sub-warp reduces |v| with shuffles, and each thread stores 16 codes in one 16-byte store.
+// Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine,
+// so huge problems do not pay per-block launch costs and masked slots are skipped cheaply.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "../quant_params.h"
+
+namespace sgl_quant {
+
+constexpr int kElemsPerThread = 16;     // 32 bytes of 16-bit input, 16 bytes of 8-bit codes
+constexpr int kMaxBlockThreads = 512;
+
+// ---------------------------------------------------------------------------------------------
+// Pairs of 16-bit floats packed in one 32-bit word.
+template <typename T>
+struct Pack2;
+
+template <>
+struct Pack2<__nv_bfloat16> {
+  static __device__ __forceinline__ float2 to_float2(uint32_t w) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+  }
+  static __device__ __forceinline__ uint32_t from_float2(float2 f) {  // round to nearest even
+    const __nv_bfloat162 h = __float22bfloat162_rn(f);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  // Float bit pattern of a non-negative bf16 given by its 16 bits.
+  static __device__ __forceinline__ uint32_t abs_bits_to_float_bits(uint32_t b) { return b << 16; }
+};
+
+template <>
+struct Pack2<__half> {
+  static __device__ __forceinline__ float2 to_float2(uint32_t w) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+  }
+  static __device__ __forceinline__ uint32_t from_float2(float2 f) {
+    const __half2 h = __float22half2_rn(f);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ uint32_t abs_bits_to_float_bits(uint32_t b) {
+    return __float_as_uint(__half2float(__ushort_as_half(static_cast<unsigned short>(b))));
+  }
+};
+
+// silu(z) = z / (1 + exp(-z)), written exactly as the reference kernel computes it under
+// --use_fast_math, so that the rounded activations match bit for bit. On sm_100+ the reference
+// uses the hardware tanh form, so a Blackwell build does the same.
+__device__ __forceinline__ float silu(float z) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  const float h = 0.5f * z;
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return h * (1.0f + t);
+#else
+  return z / (1.0f + __expf(-z));
+#endif
+}
+
+// v = T(T(silu(gate)) * up) for one pair; the product of two 16-bit floats is exact in fp32,
+// so one rounding to T gives the same bits as the reference's 16-bit multiply.
+template <typename T>
+__device__ __forceinline__ uint32_t silu_and_mul_pair(uint32_t gate, uint32_t up) {
+  const float2 g = Pack2<T>::to_float2(gate);
+  const float2 a = Pack2<T>::to_float2(Pack2<T>::from_float2(make_float2(silu(g.x), silu(g.y))));
+  const float2 u = Pack2<T>::to_float2(up);
+  return Pack2<T>::from_float2(make_float2(a.x * u.x, a.y * u.y));
+}
+
+__device__ __forceinline__ uint4 load_input_vec(const void* ptr) {
+  return __ldg(reinterpret_cast<const uint4*>(ptr));  // read-only path: input is never written here
+}
+
+// Programmatic dependent launch (SM90+). Without the launch attribute both are no-ops.
+__device__ __forceinline__ void pdl_wait_for_producer() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Codes for 16 values (8 packed words) with quantization multiplier y, saturated to [MIN, MAX].
+template <typename T, typename R>
+__device__ __forceinline__ uint4 encode16(const uint32_t (&w)[8], float y) {
+  uint32_t out[4];
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    uint32_t lohi[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float2 f = Pack2<T>::to_float2(w[j + k]);
+      f.x = fminf(fmaxf(f.x * y, R::kMin), R::kMax);
+      f.y = fminf(fmaxf(f.y * y, R::kMin), R::kMax);
+      if constexpr (R::kIsFp8) {
+        lohi[k] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);  // round to nearest even
+      } else {
+        // int8: C++ float-to-int conversion truncates toward zero, like the reference kernel
+        lohi[k] = (static_cast<uint32_t>(static_cast<uint8_t>(__float2int_rz(f.x)))) |
+                  (static_cast<uint32_t>(static_cast<uint8_t>(__float2int_rz(f.y))) << 8);
+      }
+    }
+    out[j / 2] = lohi[0] | (lohi[1] << 16);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    per_token_group_quant_kernel(const QuantParams p, const int32_t num_tasks) {
+  constexpr int kThreadsPerGroup = GS / kElemsPerThread;
+  static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
+                "group size must be 16 * a power of two, at most 512");
+  constexpr bool kRoundScale = SK != ScaleKind::kFloat;
+
+  pdl_wait_for_producer();  // the input (and masked_m) may come from the previous kernel
+  pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
+
+  const int sub = threadIdx.x / kThreadsPerGroup;
+  const int lane = threadIdx.x % kThreadsPerGroup;
+  const int groups_per_block = blockDim.x / kThreadsPerGroup;
+  const int G = p.groups_per_row;
+  const int rows_per_outer = static_cast<int>(p.rows_per_outer);
+
+  // The loop bound is uniform over the block, so every warp reaches the shuffles together.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * groups_per_block; first < num_tasks;
+       first += static_cast<int64_t>(gridDim.x) * groups_per_block) {
+    bool valid = first + sub < num_tasks;
+    const int task = valid ? static_cast<int>(first + sub) : num_tasks - 1;  // keep indices in range
+    const int row_global = task / G;
+    const int g = task - row_global * G;
+    const int outer = row_global / rows_per_outer;
+    const int row = row_global - outer * rows_per_outer;
+    if (p.masked_m != nullptr) {
+      valid &= row < min(max(__ldg(p.masked_m + outer), 0), rows_per_outer);
+    }
+
+    const T* src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride +
+                   g * GS + lane * kElemsPerThread;
+    uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (valid) {
+      const uint4 a = load_input_vec(src), b = load_input_vec(src + 8);
+      if constexpr (SILU) {
+        const uint4 c = load_input_vec(src + p.hidden), d = load_input_vec(src + p.hidden + 8);
+        const uint32_t gate[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        const uint32_t up[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) w[j] = silu_and_mul_pair<T>(gate[j], up[j]);
+      } else {
+        w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+      }
+    }
+
+    // amax over the 16-bit abs patterns (two lanes at a time); NaN/Inf sort above every finite value.
+    uint32_t m2 = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m2 = __vmaxu2(m2, w[j] & 0x7fff7fffu);
+    uint32_t amax_bits = Pack2<T>::abs_bits_to_float_bits(max(m2 & 0xffffu, m2 >> 16));
+#pragma unroll
+    for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2) {
+      amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, offset));
+    }
+    const bool finite = amax_bits < kNonFiniteBits;
+    const float amax = fmaxf(__uint_as_float(amax_bits), p.eps);
+
+    float s, y;
+    int e = 0;
+    if constexpr (kRoundScale) {
+      e = ceil_log2_from_bits(amax * R::kInvMax);
+      s = pow2_from_bits(e);
+      y = pow2_from_bits(-e);
+    } else {
+      s = amax * R::kInvMax;
+      y = R::kMax / amax;  // fast-math division, as in the reference
+    }
+
+    if (valid) {
+      constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
+      const uint4 codes = finite ? encode16<T, R>(w, y) : make_uint4(nan_word, nan_word, nan_word, nan_word);
+      uint8_t* dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row_global) * p.hidden + g * GS +
+                     lane * kElemsPerThread;
+      *reinterpret_cast<uint4*>(dst) = codes;
+
+      if (lane == 0) {
+        const int64_t s_row = outer * p.s_outer_stride + row * p.s_row_stride;
+        if constexpr (SK == ScaleKind::kPackedUE8M0) {
+          uint8_t* word = static_cast<uint8_t*>(p.output_s) + 4 * (s_row + (g >> 2) * p.s_group_stride);
+          word[g & 3] = finite ? static_cast<uint8_t>(e + 127) : kUE8M0NanByte;
+          if (g == G - 1) {
+            for (int k = (g & 3) + 1; k < 4; ++k) word[k] = 0;  // pad bytes of the last word
+          }
+        } else {
+          static_cast<float*>(p.output_s)[s_row + g * p.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+struct LaunchOptions {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  int num_sms = 1;
+  int block_threads = 256;  // multiple of 32, <= kMaxBlockThreads
+  int waves = 1;            // resident blocks per SM times this caps the grid
+  bool pdl = false;
+};
+
+// Launches one kernel variant. Returns the CUDA error of the launch (cudaSuccess when fine).
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& opt) {
+  constexpr int kThreadsPerGroup = GS / kElemsPerThread;
+  const auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU>;
+  const int threads = opt.block_threads;
+  const int64_t num_tasks = p.num_groups();
+  const int groups_per_block = threads / kThreadsPerGroup;
+  const int64_t blocks_needed = (num_tasks + groups_per_block - 1) / groups_per_block;
+
+  // Resident blocks per SM, cached per device for the default block size (idempotent race).
+  constexpr int kMaxDevices = 64;
+  static int cached_occupancy[kMaxDevices] = {};
+  int occupancy = (opt.device < kMaxDevices && threads == 256) ? cached_occupancy[opt.device] : 0;
+  if (occupancy == 0) {
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, 0);
+    if (err != cudaSuccess) return err;
+    occupancy = occupancy > 0 ? occupancy : 1;
+    if (opt.device < kMaxDevices && threads == 256) cached_occupancy[opt.device] = occupancy;
+  }
+  const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
+  const int grid = static_cast<int>(blocks_needed < max_blocks ? blocks_needed : max_blocks);
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = 0;
+  config.stream = opt.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = opt.pdl ? 1 : 0;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, p, static_cast<int32_t>(num_tasks));
+}
+
+// Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {plain, SiLU}.
+// Used to instantiate the launchers in one .cu per group size (parallel builds) and to declare
+// them extern in the dispatcher.
+#define SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(GS, X)                  \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, false)          \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, true)           \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, false)     \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, true)      \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, false)    \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, true)     \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, false)         \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, true)          \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, false)    \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, true)     \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, false)   \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, true)    \
+  X(__half, Fp8Range, GS, ScaleKind::kFloat, false)                 \
+  X(__half, Fp8Range, GS, ScaleKind::kFloat, true)                  \
+  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, false)            \
+  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, true)             \
+  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, false)           \
+  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, true)            \
+  X(__half, Int8Range, GS, ScaleKind::kFloat, false)                \
+  X(__half, Int8Range, GS, ScaleKind::kFloat, true)                 \
+  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, false)           \
+  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, true)            \
+  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, false)          \
+  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, true)
+
+#define SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU) \
+  cudaError_t launch_per_token_group_quant<T, R, GS, SK, SILU>(const QuantParams&, const LaunchOptions&);
+#define SGLQ_INSTANTIATE_LAUNCHER(T, R, GS, SK, SILU) template SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU)
+#define SGLQ_DECLARE_LAUNCHER(T, R, GS, SK, SILU) extern template SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU)
+
+}  // namespace sgl_quant

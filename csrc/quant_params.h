@@ -1,0 +1,112 @@
+// Shared by the CPU and CUDA implementations: the description of one quantization
+// problem (pointers, extents, strides) and the scalar math of SPEC §1 that must be
+// identical on both sides (UE8M0 rounding from exponent bits, the non-finite rule).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define SGLQ_HD __host__ __device__ __forceinline__
+#else
+#define SGLQ_HD inline
+#endif
+
+namespace sgl_quant {
+
+// How a group's scale is stored.
+enum class ScaleKind : int {
+  kFloat = 0,        // fp32 s = amax / MAX; any strides (row-major or column-major)
+  kFloatUE8M0 = 1,   // fp32 s rounded up to a power of two (row-major UE8M0, DSV4)
+  kPackedUE8M0 = 2,  // one byte e+127 per group, 4 groups per int32 word (DeepGEMM SM100)
+};
+
+// Supported group sizes (elements per group).
+constexpr int kGroupSizes[] = {16, 32, 64, 128, 256};
+
+// The smallest eps accepted. Below it, MAX / amax overflows fp32 for all-zero groups and
+// amax / MAX becomes subnormal (flushed to zero under --use_fast_math), so the result would
+// depend on the device's denormal mode. 2^-100 ~ 7.9e-31 is far below any eps used in practice.
+constexpr double kMinEps = 7.888609052210118e-31;  // 2^-100
+
+// One quantization problem. Rows are addressed by (outer, row):
+//   v2 2-D  [M, H]          -> outer = 1,  rows_per_outer = M
+//   v2 3-D  [E, M_pad, H]   -> outer = E,  rows_per_outer = M_pad  (masked or batched)
+//   dsv4    [T, G_h, D]     -> outer = T,  rows_per_outer = G_h
+// The codes are always contiguous: row (outer, row) starts at (outer * rows_per_outer + row) * H.
+struct QuantParams {
+  const void* input = nullptr;
+  void* output_q = nullptr;
+  void* output_s = nullptr;
+  const int32_t* masked_m = nullptr;  // per-outer valid row counts, clamped to [0, rows_per_outer]; null: all rows
+
+  int64_t num_outer = 0;
+  int64_t rows_per_outer = 0;
+  int64_t in_outer_stride = 0;  // input strides, in elements
+  int64_t in_row_stride = 0;
+  int64_t s_outer_stride = 0;   // scale strides, in elements of output_s (float, or int32 word when packed)
+  int64_t s_row_stride = 0;
+  int64_t s_group_stride = 0;
+
+  int32_t hidden = 0;          // H: codes per row; with fused SiLU the input row holds 2H values
+  int32_t groups_per_row = 0;  // G = H / group_size
+  int32_t group_size = 0;
+  float eps = 1e-10f;
+  ScaleKind scale_kind = ScaleKind::kFloat;
+  bool fuse_silu_and_mul = false;
+
+  int64_t num_rows() const { return num_outer * rows_per_outer; }
+  int64_t num_groups() const { return num_rows() * groups_per_row; }
+};
+
+SGLQ_HD uint32_t float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+#endif
+}
+
+SGLQ_HD float bits_to_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+#endif
+}
+
+// |v| bit patterns order like |v| itself, and every NaN/Inf pattern is >= this one, so a
+// max over abs-bit patterns gives amax and detects non-finite input in the same pass.
+constexpr uint32_t kNonFiniteBits = 0x7f800000u;
+constexpr uint32_t kNanBits = 0x7fc00000u;
+constexpr uint8_t kFp8NanCode = 0x7f;      // e4m3fn NaN
+constexpr uint8_t kUE8M0NanByte = 0xff;    // E8M0 NaN
+
+// ceil(log2(x)) for x > 0, from the bits: unbiased exponent, +1 if any mantissa bit is set.
+SGLQ_HD int ceil_log2_from_bits(float x) {
+  const uint32_t b = float_bits(x);
+  return static_cast<int>((b >> 23) & 0xffu) - 127 + ((b & 0x7fffffu) != 0u ? 1 : 0);
+}
+
+// 2^e built from exponent bits (exact for -126 <= e <= 127).
+SGLQ_HD float pow2_from_bits(int e) { return bits_to_float(static_cast<uint32_t>(e + 127) << 23); }
+
+// Per-output-type constants (SPEC §1). kInvMax is fp32(1 / MAX), as the reference computes it.
+struct Fp8Range {
+  static constexpr bool kIsFp8 = true;
+  static constexpr float kMin = -448.0f;
+  static constexpr float kMax = 448.0f;
+  static constexpr float kInvMax = 1.0f / 448.0f;
+};
+struct Int8Range {
+  static constexpr bool kIsFp8 = false;
+  static constexpr float kMin = -128.0f;
+  static constexpr float kMax = 127.0f;
+  static constexpr float kInvMax = 1.0f / 127.0f;
+};
+
+}  // namespace sgl_quant

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One GPU run: build, info, the whole test suite (GPU tests included), compute-sanitizer (memcheck +
+# racecheck) over a representative subset, and the benchmark. Logs go to $OUT (default ./gpu_out);
+# a short summary is printed last. Uses the machine's python3 and torch (no installs).
+#
+#   scripts/gpu_check.sh            # everything
+#   STEPS="build bench" scripts/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+STEPS=${STEPS:-"build tests sanitizer bench"}
+BENCH_ARGS=${BENCH_ARGS:-}
+summary=()
+t_start=$(date +%s)
+
+step() {  # step NAME TIMEOUT LOG CMD...
+  local name=$1 limit=$2 log=$3; shift 3
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$(basename "$log")")")
+  return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >"$OUT/summary.txt" 2>&1
+
+if [[ " $STEPS " == *" build "* ]]; then
+  step build 600 "$OUT/build.log" $PY -m pip install --no-build-isolation --no-deps -v -e . || { cat "$OUT/build.log" | tail -40; }
+  grep -E "ptxas|error" "$OUT/build.log" | head -5 >/dev/null
+fi
+$PY -m sgl_quant info >>"$OUT/summary.txt" 2>&1
+
+if [[ " $STEPS " == *" tests "* ]]; then
+  step tests 420 "$OUT/tests.log" $PY -m pytest tests -q -rs -p no:cacheprovider --durations=15
+fi
+
+if [[ " $STEPS " == *" sanitizer "* ]]; then
+  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  {
+    echo "== memcheck"; timeout 300 "$SAN" --tool memcheck --error-exitcode 3 $PY scripts/sanitize_subset.py; echo "rc=$?"
+    echo "== racecheck"; timeout 300 "$SAN" --tool racecheck --error-exitcode 3 $PY scripts/sanitize_subset.py; echo "rc=$?"
+  } >"$OUT/sanitizer.log" 2>&1
+  summary+=("sanitizer  $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')")
+fi
+
+if [[ " $STEPS " == *" bench "* ]]; then
+  step bench 420 "$OUT/bench.log" $PY benchmark/bench_per_token_group_quant.py --out "$OUT" $BENCH_ARGS
+fi
+
+{
+  echo "== steps (total $(( $(date +%s) - t_start ))s)"; printf '%s\n' "${summary[@]}"
+  [[ -f "$OUT/tests.log" ]] && { echo "== tests"; grep -E "passed|failed|error" "$OUT/tests.log" | tail -3;
+                                  grep -E "^FAILED|^ERROR" "$OUT/tests.log" | head -20;
+                                  grep -A3 "sgl_quant summary" "$OUT/tests.log" | tail -2; }
+  [[ -f "$OUT/bench.txt" ]] && { echo "== bench"; cat "$OUT/bench.txt"; }
+} | tee -a "$OUT/summary.txt"

@@ -1,0 +1,55 @@
+"""A representative subset of kernel launches for compute-sanitizer (memcheck / racecheck):
+every group size, dtype, output type and scale layout, fused SiLU, masked (with clamped counts),
+strided input, DSV4, empty inputs. Exits non-zero if any result differs from the CPU op."""
+import sys
+
+import torch
+
+import sgl_quant
+from sgl_quant.testing import make_input, make_masked_m
+
+LAYOUTS = [(False, False, False), (True, False, False), (True, True, False), (False, False, True), (True, True, True)]
+
+
+def same(a, b):
+    return torch.equal(a.cpu().contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+def main():
+    failures = 0
+    launches = 0
+    for gs in (16, 32, 64, 128, 256):
+        for dtype in (torch.bfloat16, torch.float16):
+            for fn in (sgl_quant.per_token_group_quant_fp8, sgl_quant.per_token_group_quant_int8):
+                for col, tma, ue8m0 in LAYOUTS:
+                    for silu in (False, True):
+                        x = make_input((37, (2 if silu else 1) * 7 * gs), dtype, seed=gs)
+                        kw = dict(column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0,
+                                  fuse_silu_and_mul=silu)
+                        qg, sg = fn(x.cuda(), gs, **kw)
+                        launches += 1
+                        if ue8m0 and not silu:  # exact path: compare with the CPU op
+                            qc, sc = fn(x, gs, **kw)
+                            failures += not (same(qg, qc) and same(sg, sc))
+    for e, rows in ((5, 64), (3, 1)):
+        x = make_input((e, rows, 2 * 7168), torch.bfloat16, seed=e, device="cuda")
+        m = make_masked_m(e, rows, seed=e, device="cuda")
+        m[0] = -3
+        m[-1] = rows + 9
+        for layout in LAYOUTS:
+            col, tma, ue8m0 = layout
+            sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=col, scale_tma_aligned=tma,
+                                                scale_ue8m0=ue8m0, fuse_silu_and_mul=True, masked_m=m)
+            launches += 1
+    base = make_input((9, 6, 512), torch.float16, seed=3, device="cuda")
+    sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
+    sgl_quant.per_token_group_quant_fp8(base.view(54, 512)[:, 128:384], 64)
+    sgl_quant.per_token_group_quant_fp8(torch.empty(0, 256, dtype=torch.bfloat16, device="cuda"), 128)
+    launches += 2
+    torch.cuda.synchronize()
+    print(f"sanitize_subset: {launches} launches, {failures} mismatches vs CPU on exact paths")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

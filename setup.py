@@ -1,0 +1,137 @@
+"""Build of sgl_quant: one extension, sgl_quant._C (C++ CPU implementation + CUDA kernels).
+
+Environment:
+  TORCH_CUDA_ARCH_LIST  CUDA archs, e.g. "9.0a" or "9.0a;10.0a" (entries may end in +PTX).
+                        Default: 9.0a, plus 10.0a when nvcc supports it, plus compute_90 PTX.
+  MAX_JOBS              parallel compile jobs (ninja).
+  CUDA_HOME             CUDA toolkit root; derived from nvcc when unset (also through wrapper scripts).
+  SGL_QUANT_CPU_ONLY=1  build the CPU implementation only.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).resolve().parent
+
+
+def log(msg):
+    print(f"[sgl_quant build] {msg}", file=sys.stderr, flush=True)
+
+
+def find_cuda_home():
+    """The real toolkit root. `nvcc` on PATH may be a wrapper script (`exec /opt/cuda/bin/nvcc "$@"`),
+    which makes torch guess `<wrapper dir>/..`; follow links and wrapper scripts instead."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return os.environ[var]
+    nvcc = shutil.which("nvcc")
+    candidates = []
+    if nvcc:
+        real = os.path.realpath(nvcc)
+        candidates.append(Path(real).parent.parent)
+        try:
+            head = Path(real).read_bytes()[:4096]
+            if head.startswith(b"#!"):
+                for m in re.finditer(rb"(/[^\s\"']+)/bin/nvcc", head):
+                    candidates.insert(0, Path(m.group(1).decode()))
+        except OSError:
+            pass
+    candidates += [Path("/usr/local/cuda")] + sorted(Path("/usr/local").glob("cuda-*"), reverse=True)
+    for c in candidates:
+        if (c / "bin" / "nvcc").is_file() and (c / "include" / "cuda_runtime.h").is_file():
+            return str(c)
+    return None
+
+
+cuda_home = find_cuda_home()
+if cuda_home:
+    os.environ["CUDA_HOME"] = cuda_home  # read by torch.utils.cpp_extension at import time
+
+import torch  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+
+VERSION = re.search(r'__version__ = "([^"]+)"', (ROOT / "sgl_quant" / "_version.py").read_text()).group(1)
+TORCH_VERSION = torch.__version__.split("+")[0]
+
+
+def nvcc_archs(nvcc):
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, check=True).stdout
+        return set(re.findall(r"compute_(\d+)", out))
+    except (OSError, subprocess.CalledProcessError):
+        return set()
+
+
+def cuda_arch_flags(nvcc):
+    """-gencode flags and a printable list of what they produce."""
+    spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    entries = []  # (number, suffix, ptx)
+    if spec:
+        for item in re.split(r"[;\s,]+", spec):
+            m = re.fullmatch(r"(\d+)\.(\d+)([af]?)(\+PTX)?", item.strip())
+            if not m:
+                raise SystemExit(f"[sgl_quant build] cannot parse TORCH_CUDA_ARCH_LIST entry {item!r}")
+            entries.append((m.group(1) + m.group(2), m.group(3), bool(m.group(4))))
+    else:
+        supported = nvcc_archs(nvcc)
+        entries.append(("90", "a", False))
+        if "100" in supported:
+            entries.append(("100", "a", False))
+        entries.append(("90", "", "ptx-only"))  # forward-compatible PTX, no extra SASS compile
+    flags, produced = [], []
+    for num, suffix, ptx in entries:
+        if ptx != "ptx-only":
+            flags.append(f"-gencode=arch=compute_{num}{suffix},code=sm_{num}{suffix}")
+            produced.append(f"sm_{num}{suffix}")
+        if ptx:
+            flags.append(f"-gencode=arch=compute_{num}{suffix},code=compute_{num}{suffix}")
+            produced.append(f"compute_{num}{suffix}")
+    return flags, produced
+
+
+def want_cuda():
+    if os.environ.get("SGL_QUANT_CPU_ONLY") == "1":
+        return False, "SGL_QUANT_CPU_ONLY=1"
+    if torch.version.cuda is None:
+        return False, "this torch has no CUDA support"
+    if not cuda_home:
+        return False, "no CUDA toolkit (nvcc) found; set CUDA_HOME"
+    return True, f"CUDA toolkit at {cuda_home}, torch {torch.__version__} (CUDA {torch.version.cuda})"
+
+
+def extension():
+    cpu_sources = ["csrc/ops.cpp", "csrc/quant_args.cpp", "csrc/cpu/quant_cpu.cpp"]
+    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
+    use_cuda, why = want_cuda()
+    if not use_cuda:
+        log(f"building the CPU implementation only: {why}")
+        return CppExtension("sgl_quant._C", cpu_sources, extra_compile_args={"cxx": cxx})
+    nvcc = str(Path(cuda_home) / "bin" / "nvcc")
+    gencode, produced = cuda_arch_flags(nvcc)
+    log(f"building CPU + CUDA kernels for {', '.join(produced)}: {why}")
+    archs = f"-DSGL_QUANT_CUDA_ARCHS_TOKEN={','.join(produced)}"
+    cuda_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "cuda").glob("*.cu"))
+    return CUDAExtension(
+        "sgl_quant._C",
+        cpu_sources + cuda_sources,
+        extra_compile_args={
+            "cxx": cxx + ["-DSGL_QUANT_WITH_CUDA", archs],
+            "nvcc": ["-O3", "-std=c++20", "--use_fast_math", "-DSGL_QUANT_WITH_CUDA", "-lineinfo"] + gencode,
+        },
+    )
+
+
+setup(
+    version=VERSION,
+    packages=["sgl_quant"],
+    package_data={"sgl_quant": ["selftest_golden.json"]},
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    install_requires=[f"torch=={TORCH_VERSION}"],  # an extension only loads in the torch it was built against
+    zip_safe=False,
+)

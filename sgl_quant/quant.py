@@ -1,0 +1,175 @@
+"""Public API: allocating wrappers (SGLang names and defaults) and the in-place drop-in op.
+
+Shapes: ``x`` is ``[M, K]`` or ``[E, M, K]`` (a leading expert/batch dimension), bf16 or fp16.
+``K = H``, or ``K = 2H`` with ``fuse_silu_and_mul`` (gate = ``x[..., :H]``, up = ``x[..., H:]``).
+Codes are ``[..., M, H]``; one scale per group of ``group_size`` consecutive elements of a row,
+``G = H // group_size`` per row, in the layout chosen by the flags (see ``create_scale_tensor``).
+Argument validation lives in the C++ ops (one place for CPU and CUDA); errors name the argument.
+"""
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+FP8_DTYPE = torch.float8_e4m3fn
+FP8_MIN, FP8_MAX = -448.0, 448.0
+INT8_MIN, INT8_MAX = -128.0, 127.0
+
+_RANGES = {FP8_DTYPE: (FP8_MIN, FP8_MAX), torch.int8: (INT8_MIN, INT8_MAX)}
+
+
+def _ceil_align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def create_scale_tensor(
+    q_shape: Sequence[int],
+    group_size: int,
+    device,
+    column_major_scales: bool = False,
+    scale_tma_aligned: bool = False,
+    scale_ue8m0: bool = False,
+) -> torch.Tensor:
+    """Allocate the scale tensor for codes of shape ``q_shape = [..., M, H]`` (SGLang's layouts).
+
+    ============================  ========  ===========================  ==================================
+    flags                         dtype     logical shape / strides      storage
+    ============================  ========  ===========================  ==================================
+    (default)                     float32   ``[..., M, G]`` contiguous   row-major
+    column_major_scales           float32   ``[..., M, G]``, ``(1, M)``  ``[..., G, M]`` transposed
+    + scale_tma_aligned           float32   ``[..., M, G]``, ``(1, ceil4(M))``  ``[..., G, ceil4(M)]`` transposed
+    scale_ue8m0 (row-major)       float32   ``[..., M, G]`` contiguous   powers of two
+    scale_ue8m0 + column_major    int32     ``[..., M, ceil(G/4)]``, ``(1, ceil4(M))``  packed UE8M0 bytes,
+      + scale_tma_aligned                                                 ``[..., ceil4(G)/4, ceil4(M)]`` transposed
+    ============================  ========  ===========================  ==================================
+
+    The packed UE8M0 layout needs ``scale_tma_aligned=True`` (as in SGLang).
+    """
+    *batch, m, h = (int(d) for d in q_shape)
+    if group_size <= 0 or h % group_size != 0:
+        raise ValueError(f"q_shape[-1]={h} must be divisible by group_size={group_size}")
+    g = h // group_size
+    if scale_ue8m0 and column_major_scales:
+        if not scale_tma_aligned:
+            raise ValueError("column-major UE8M0 scales are packed and TMA-aligned: pass scale_tma_aligned=True")
+        buf = torch.empty((*batch, _ceil_align(g, 4) // 4, _ceil_align(m, 4)), dtype=torch.int32, device=device)
+        return buf.transpose(-1, -2)[..., :m, :]
+    if column_major_scales:
+        rows = _ceil_align(m, 4) if scale_tma_aligned else m
+        buf = torch.empty((*batch, g, rows), dtype=torch.float32, device=device)
+        return buf.transpose(-1, -2)[..., :m, :]
+    return torch.empty((*batch, m, g), dtype=torch.float32, device=device)
+
+
+def per_token_group_quant_8bit_v2(
+    input: torch.Tensor,
+    output_q: torch.Tensor,
+    output_s: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-10,
+    min_8bit: Optional[float] = None,
+    max_8bit: Optional[float] = None,
+    scale_ue8m0: bool = False,
+    fuse_silu_and_mul: bool = False,
+    masked_m: Optional[torch.Tensor] = None,
+    enable_pdl: Optional[bool] = None,
+) -> None:
+    """Quantize ``input`` into preallocated ``output_q`` / ``output_s`` (drop-in for sgl-kernel's v2).
+
+    ``input``: ``[M, K]`` or ``[E, M_pad, K]`` bf16/fp16, last dimension contiguous.
+    ``output_q``: contiguous ``[..., H]`` float8_e4m3fn or int8.
+    ``output_s``: float32 ``[..., M, G]`` (row- or column-major strides) or int32 packed UE8M0
+    ``[..., M, ceil(G/4)]`` column-major (needs ``scale_ue8m0=True``).
+    ``masked_m``: int32 ``[E]`` valid rows per expert (read on the device, clamped to ``[0, M_pad]``);
+    rows beyond the count are not written.
+    ``min_8bit``/``max_8bit`` default to the range of ``output_q``'s dtype.
+    ``enable_pdl``: programmatic dependent launch; ``None`` means on where the device supports it (SM90+).
+    """
+    if min_8bit is None or max_8bit is None:
+        lo, hi = _RANGES.get(output_q.dtype, (float("nan"), float("nan")))  # a wrong dtype fails in the op
+        min_8bit = lo if min_8bit is None else min_8bit
+        max_8bit = hi if max_8bit is None else max_8bit
+    torch.ops.sgl_quant.per_token_group_quant_8bit_v2(
+        input,
+        output_q,
+        output_s,
+        group_size,
+        eps,
+        min_8bit,
+        max_8bit,
+        scale_ue8m0,
+        fuse_silu_and_mul,
+        masked_m,
+        True if enable_pdl is None else enable_pdl,  # the op drops PDL on devices without it
+    )
+
+
+def _quantize(x, group_size, out_dtype, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
+              fuse_silu_and_mul, masked_m, enable_pdl):
+    if x.dim() not in (2, 3):
+        raise ValueError(f"x must be 2-D [M, K] or 3-D [E, M, K], got shape {tuple(x.shape)}")
+    h = x.shape[-1] // 2 if fuse_silu_and_mul else x.shape[-1]
+    q_shape = (*x.shape[:-1], h)
+    x_q = torch.empty(q_shape, dtype=out_dtype, device=x.device)
+    x_s = create_scale_tensor(q_shape, group_size, x.device, column_major_scales, scale_tma_aligned, scale_ue8m0)
+    per_token_group_quant_8bit_v2(x, x_q, x_s, group_size, eps, scale_ue8m0=scale_ue8m0,
+                                  fuse_silu_and_mul=fuse_silu_and_mul, masked_m=masked_m, enable_pdl=enable_pdl)
+    return x_q, x_s
+
+
+def per_token_group_quant_fp8(
+    x: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-10,
+    column_major_scales: bool = False,
+    scale_tma_aligned: bool = False,
+    scale_ue8m0: bool = False,
+    fuse_silu_and_mul: bool = False,
+    masked_m: Optional[torch.Tensor] = None,
+    enable_pdl: Optional[bool] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per-token-group FP8 (e4m3fn) quantization; returns ``(x_q, x_s)`` with ``x ≈ x_q * x_s``.
+
+    Same names and defaults as SGLang's ``sglang_per_token_group_quant_fp8``. ``x``: ``[M, K]`` or
+    ``[E, M, K]`` bf16/fp16 (``K = 2H`` with ``fuse_silu_and_mul``). ``x_q``: ``[..., M, H]``
+    float8_e4m3fn. ``x_s``: see ``create_scale_tensor`` for the layout the flags select.
+    """
+    return _quantize(x, group_size, FP8_DTYPE, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
+                     fuse_silu_and_mul, masked_m, enable_pdl)
+
+
+def per_token_group_quant_int8(
+    x: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-10,
+    column_major_scales: bool = False,
+    scale_tma_aligned: bool = False,
+    fuse_silu_and_mul: bool = False,
+    masked_m: Optional[torch.Tensor] = None,
+    scale_ue8m0: bool = False,
+    enable_pdl: Optional[bool] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per-token-group INT8 quantization (codes truncate toward zero, as the reference kernel does).
+
+    Same arguments as ``per_token_group_quant_fp8``; ``x_q`` is int8, MAX = 127, MIN = -128.
+    """
+    return _quantize(x, group_size, torch.int8, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
+                     fuse_silu_and_mul, masked_m, enable_pdl)
+
+
+def per_token_group_quant_fp8_dsv4(
+    x: torch.Tensor, enable_pdl: Optional[bool] = None
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V4 ``wo_a`` quantization: ``x`` ``[T, G, D]`` bf16/fp16 (last dim contiguous, other
+    strides arbitrary), group 128, UE8M0-rounded scales.
+
+    Returns ``x_q`` contiguous ``[T, G, D]`` float8_e4m3fn and ``x_s`` float32 ``[T, G, D/128]`` with
+    strides ``(D/128, T*D/128, 1)`` (a transposed ``[G, T, D/128]`` buffer), the layout
+    ``deep_gemm.fp8_einsum("bhr,hdr->bhd", ...)`` consumes with recipe ``(1, 1, 128)``.
+    """
+    if x.dim() != 3:
+        raise ValueError(f"x must be 3-D [T, G, D], got shape {tuple(x.shape)}")
+    t, g, d = x.shape
+    x_q = torch.empty((t, g, d), dtype=FP8_DTYPE, device=x.device)
+    x_s = torch.empty((g, t, d // 128), dtype=torch.float32, device=x.device).transpose(0, 1)
+    torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4(x, x_q, x_s, True if enable_pdl is None else enable_pdl)
+    return x_q, x_s

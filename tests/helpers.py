@@ -1,0 +1,128 @@
+"""Shared by the CPU and GPU tests: scale layouts, poisoned outputs, and comparisons."""
+import torch
+
+import sgl_quant
+from reference import FP8, code_steps, packed_bytes, packed_exponent_bytes, reference_quant
+
+POISON = 0x55
+# name -> (column-major, TMA-aligned, UE8M0, packed int32)
+LAYOUTS = {
+    "row": (False, False, False, False),
+    "col": (True, False, False, False),
+    "col_tma": (True, True, False, False),
+    "row_ue8m0": (False, False, True, False),
+    "col_ue8m0": (True, True, True, True),
+    "col_f32_ue8m0": (True, True, True, False),  # extension: fp32 powers of two, column-major
+}
+
+
+def ceil4(n):
+    return (n + 3) // 4 * 4
+
+
+def alloc_scales(layout, q_shape, group_size, device):
+    """(x_s, its whole storage buffer filled with POISON bytes, scale_ue8m0) for a layout of SPEC §2."""
+    col, tma, ue8m0, packed = LAYOUTS[layout]
+    *batch, m, h = q_shape
+    g = h // group_size
+    if packed:
+        buf = torch.empty((*batch, ceil4(g) // 4, ceil4(m)), dtype=torch.int32, device=device)
+    elif col:
+        buf = torch.empty((*batch, g, ceil4(m) if tma else m), dtype=torch.float32, device=device)
+    else:
+        buf = torch.empty((*batch, m, g), dtype=torch.float32, device=device)
+    buf.view(torch.uint8).fill_(POISON)
+    return scale_view(layout, buf, m), buf, ue8m0
+
+
+def scale_view(layout, buf, m):
+    col = LAYOUTS[layout][0]
+    return buf.transpose(-1, -2)[..., :m, :] if col else buf
+
+
+def valid_rows(batch_shape, m, masked_m):
+    """bool [..., M]: rows the op must write."""
+    if masked_m is None:
+        return torch.ones((*batch_shape, m), dtype=torch.bool)
+    counts = masked_m.cpu().to(torch.int64).clamp(0, m)
+    return torch.arange(m)[None, :] < counts[:, None]
+
+
+def run_v2(x, group_size, out_dtype, layout, silu=False, masked_m=None, eps=1e-10, enable_pdl=None):
+    """Runs per_token_group_quant_8bit_v2 on x's device with poisoned outputs and checks that exactly
+    the valid rows were written (codes, scales, pad bytes) and nothing else (masked rows, TMA padding).
+    Returns (codes, scales, valid) on the CPU; scales are logical fp32 values, or UE8M0 bytes [.., M, G]
+    for the packed layout."""
+    h = x.shape[-1] // 2 if silu else x.shape[-1]
+    q_shape = (*x.shape[:-1], h)
+    m, g = q_shape[-2], h // group_size
+    q = torch.full(q_shape, POISON, dtype=torch.uint8, device=x.device).view(out_dtype)
+    x_s, buf, ue8m0 = alloc_scales(layout, q_shape, group_size, x.device)
+    sgl_quant.per_token_group_quant_8bit_v2(x, q, x_s, group_size, eps, scale_ue8m0=ue8m0, fuse_silu_and_mul=silu,
+                                            masked_m=masked_m, enable_pdl=enable_pdl)
+    valid = valid_rows(q_shape[:-2], m, masked_m)
+    q_cpu = q.cpu()
+    assert bool((q_cpu.view(torch.uint8)[~valid] == POISON).all()), "codes written outside the valid rows"
+
+    # Nothing but the valid rows of the logical scale view may change in the whole buffer.
+    buf_cpu = buf.cpu()
+    expected = torch.empty_like(buf_cpu)
+    expected.view(torch.uint8).fill_(POISON)
+    scale_view(layout, expected, m)[valid] = scale_view(layout, buf_cpu, m)[valid]
+    assert torch.equal(expected.view(torch.uint8), buf_cpu.view(torch.uint8)), "scales written outside valid rows"
+
+    s_cpu = x_s.cpu()
+    if LAYOUTS[layout][3]:
+        pad = packed_bytes(s_cpu)[..., g:]
+        assert bool((pad[valid] == 0).all()), "pad bytes of the packed UE8M0 words must be 0"
+        return q_cpu, packed_exponent_bytes(s_cpu, g), valid
+    return q_cpu, s_cpu, valid
+
+
+def expected_v2(x, group_size, out_dtype, layout, silu=False, eps=1e-10):
+    """The reference's codes and scales in the form run_v2 returns them."""
+    ue8m0, packed = LAYOUTS[layout][2], LAYOUTS[layout][3]
+    q, s, e = reference_quant(x.cpu(), group_size, out_dtype, eps=eps, scale_ue8m0=ue8m0, fuse_silu_and_mul=silu)
+    return q, ((e + 127) & 0xFF).to(torch.uint8) if packed else s
+
+
+def compare(actual, expected, valid, *, codes_exact, scales_exact, max_code_fraction=1e-3, what=""):
+    """Codes: identical, or at most one code step apart on at most max_code_fraction of them.
+    Scales: identical bits, or (inexact paths) equal up to one rounding step of the activation.
+    Returns (number of codes differing, number of codes compared, largest step)."""
+    aq, as_ = actual[:2]
+    eq, es = expected
+    steps = code_steps(aq[valid], eq[valid])
+    n, diff = steps.numel(), int((steps > 0).sum())
+    worst = int(steps.max()) if n else 0
+    if codes_exact:
+        assert diff == 0, f"{what}: {diff} of {n} codes differ (largest {worst} steps), expected bit-exact"
+    else:
+        assert worst <= 1, f"{what}: a code is {worst} steps off (bound: 1)"
+        assert diff <= max(1, max_code_fraction * n), f"{what}: {diff} of {n} codes one step off (bound {max_code_fraction:.2%})"
+    a, e = as_[valid], es[valid]
+    if as_.dtype == torch.uint8:
+        sd = (a.to(torch.int32) - e.to(torch.int32)).abs()
+        bad = int((sd > 0).sum())
+        if scales_exact:
+            assert bad == 0, f"{what}: {bad} UE8M0 scale bytes differ"
+        else:
+            assert int(sd.max()) <= 1 if sd.numel() else True, f"{what}: UE8M0 exponent off by more than one"
+            assert bad <= max(1, 0.02 * sd.numel()), f"{what}: {bad} UE8M0 scales differ"
+    else:
+        same = (a.view(torch.int32) == e.view(torch.int32))
+        if scales_exact:
+            assert bool(same.all()), f"{what}: {int((~same).sum())} of {same.numel()} scales differ"
+        else:
+            both_nan = a.isnan() & e.isnan()
+            close = same | both_nan | ((a - e).abs() <= 2.0**-7 * e.abs())
+            assert bool(close.all()), f"{what}: scales differ by more than one activation rounding step"
+            assert int((~same).sum()) <= max(1, 0.02 * same.numel()), f"{what}: too many scales differ"
+    return diff, n, worst
+
+
+def activation_inputs(shape, dtype, seed, device="cpu"):
+    """Fresh random activations: normal values with per-row magnitudes spread over many octaves."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-10, 6, (*shape[:-1], 1), generator=g).float())
+    return x.to(dtype).to(device)

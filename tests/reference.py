@@ -1,0 +1,91 @@
+"""An independent pure-torch reference of SPEC §1, written to be read, plus helpers to read any
+scale layout back into logical values. It shares no code with the C++/CUDA implementations.
+"""
+import torch
+
+FP8 = torch.float8_e4m3fn
+RANGES = {FP8: (-448.0, 448.0), torch.int8: (-128.0, 127.0)}
+FP8_NAN_CODE = 0x7F
+
+
+def _pow2(e: torch.Tensor) -> torch.Tensor:
+    return ((e + 127) << 23).to(torch.int32).view(torch.float32)
+
+
+def activation(x: torch.Tensor, fuse_silu_and_mul: bool) -> torch.Tensor:
+    """v of SPEC §1 in fp32: x, or T(T(silu(gate)) * up) with silu(z) = z / (1 + exp(-z))."""
+    if not fuse_silu_and_mul:
+        return x.float()
+    h = x.shape[-1] // 2
+    gate, up = x[..., :h].float(), x[..., h:].float()
+    a = (gate / (1 + torch.exp(-gate))).to(x.dtype).float()
+    return (a * up).to(x.dtype).float()
+
+
+def reference_quant(x, group_size, out_dtype, eps=1e-10, scale_ue8m0=False, fuse_silu_and_mul=False,
+                    fast_division=True):
+    """Returns (codes [..., H] out_dtype, scales [..., G] fp32 logical values, exponents [..., G] int32).
+
+    ``fast_division``: y = MAX * (1 / amax), the closest CPU model of the CUDA fast-math division
+    (SPEC §1.1); False gives the IEEE MAX / amax of the spec's formula.
+    Non-finite groups (§1.2): scale NaN, codes NaN (fp8 0x7F) or 0 (int8), exponent byte 0xFF - 127.
+    """
+    lo, hi = RANGES[out_dtype]
+    v = activation(x, fuse_silu_and_mul)
+    groups = v.reshape(*v.shape[:-1], v.shape[-1] // group_size, group_size)
+    finite = torch.isfinite(groups).all(-1)
+    amax = torch.clamp(groups.abs().amax(-1), min=torch.tensor(eps, dtype=torch.float32).item())
+    amax = torch.where(finite, amax, torch.ones_like(amax))  # any finite stand-in; fixed below
+    s = amax * torch.tensor(1.0 / hi, dtype=torch.float32)  # C = fp32(1 / MAX)
+    exponent = torch.zeros(s.shape, dtype=torch.int32)
+    if scale_ue8m0:
+        bits = s.view(torch.int32)
+        exponent = ((bits >> 23) & 0xFF) - 127 + ((bits & 0x7FFFFF) != 0).to(torch.int32)
+        y = _pow2(-exponent)
+        s = _pow2(exponent)
+    elif fast_division:
+        y = hi * (1.0 / amax)
+    else:
+        y = hi / amax
+    scaled = torch.clamp(groups * y.unsqueeze(-1), lo, hi)
+    if out_dtype == FP8:
+        q = scaled.to(FP8)
+        q = torch.where(finite.unsqueeze(-1), q.view(torch.uint8), torch.tensor(FP8_NAN_CODE, dtype=torch.uint8))
+        q = q.view(FP8)
+    else:
+        q = torch.where(finite.unsqueeze(-1), scaled.trunc(), torch.zeros_like(scaled)).to(torch.int8)
+    s = torch.where(finite, s, torch.full_like(s, float("nan")))
+    exponent = torch.where(finite, exponent, torch.full_like(exponent, 0xFF - 127))
+    return q.reshape(*v.shape[:-1], v.shape[-1]), s, exponent
+
+
+def scales_as_values(x_s: torch.Tensor, groups: int) -> torch.Tensor:
+    """Logical fp32 scale per group from any layout (packed UE8M0 bytes are decoded; 0xFF -> NaN)."""
+    if x_s.dtype == torch.float32:
+        return x_s.float().cpu()
+    e = packed_exponent_bytes(x_s, groups).to(torch.int32)
+    vals = _pow2(e - 127)
+    return torch.where(e == 0xFF, torch.full_like(vals, float("nan")), vals)
+
+
+def packed_exponent_bytes(x_s: torch.Tensor, groups: int) -> torch.Tensor:
+    """The UE8M0 byte (e + 127) of every group from a packed int32 scale tensor [..., M, ceil(G/4)]."""
+    return packed_bytes(x_s)[..., :groups]  # little-endian: byte k of word j is group 4j + k
+
+
+def packed_bytes(x_s: torch.Tensor) -> torch.Tensor:
+    """All bytes of the logical view [..., M, ceil(G/4)] of a packed scale tensor: [..., M, 4*ceil(G/4)]."""
+    out = torch.empty(x_s.shape, dtype=x_s.dtype)  # plain strides, also for size-1 dimensions
+    out.copy_(x_s)
+    return out.view(torch.uint8)
+
+
+def code_steps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|ordinal(a) - ordinal(b)| per element: how many representable codes apart two codes are."""
+    def ordinal(t):
+        if t.dtype == torch.int8:
+            return t.to(torch.int32)
+        u = t.view(torch.uint8).to(torch.int32)
+        mag = u & 0x7F
+        return torch.where(u >= 0x80, -mag, mag)
+    return (ordinal(a.cpu()) - ordinal(b.cpu())).abs()

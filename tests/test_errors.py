@@ -1,0 +1,254 @@
+"""SPEC §3.3: every invalid call raises before any launch, with a message naming the argument.
+The same checks (csrc/quant_args.cpp) run for CPU and CUDA; device-mix cases are in test_gpu.py."""
+import pytest
+import torch
+
+import sgl_quant
+from sgl_quant.quant import create_scale_tensor
+
+FP8 = torch.float8_e4m3fn
+op_v2 = torch.ops.sgl_quant.per_token_group_quant_8bit_v2
+op_dsv4 = torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4
+
+
+def v2_args(m=4, h=256, gs=128, dtype=torch.bfloat16, out=FP8, silu=False, layout=(False, False, False), device="cpu"):
+    x = torch.randn(m, 2 * h if silu else h, device=device).to(dtype)
+    q = torch.empty(m, h, dtype=out, device=device)
+    s = create_scale_tensor((m, h), gs, device, *layout)
+    lo, hi = (-448.0, 448.0) if out == FP8 else (-128.0, 127.0)
+    return dict(input=x, output_q=q, output_s=s, group_size=gs, eps=1e-10, min_8bit=lo, max_8bit=hi,
+                scale_ue8m0=layout[2], fuse_silu_and_mul=silu, masked_m=None, enable_pdl=False)
+
+
+def call_v2(**kw):
+    op_v2(kw["input"], kw["output_q"], kw["output_s"], kw["group_size"], kw["eps"], kw["min_8bit"], kw["max_8bit"],
+          kw["scale_ue8m0"], kw["fuse_silu_and_mul"], kw["masked_m"], kw["enable_pdl"])
+
+
+def expect_error(match, **changes):
+    kw = v2_args()
+    kw.update(changes)
+    with pytest.raises(RuntimeError, match=match):
+        call_v2(**kw)
+
+
+def misaligned(shape, dtype):
+    """A tensor whose data pointer is 2 bytes off a 16-byte boundary."""
+    n = 1
+    for d in shape:
+        n *= d
+    extra = 16 // torch.empty(0, dtype=dtype).element_size()
+    raw = torch.zeros(n + extra, dtype=torch.uint8 if dtype == FP8 else dtype)
+    if dtype == FP8:
+        return raw[2:n + 2].view(FP8).view(shape)
+    return raw[1:n + 1].view(shape)
+
+
+def test_valid_call_passes():
+    call_v2(**v2_args())
+
+
+def test_input_dtype():
+    expect_error(r"input must be bfloat16 or float16, got Float", input=torch.randn(4, 256))
+
+
+def test_input_rank():
+    expect_error(r"input must be 2-D \[M, H\] or 3-D", input=torch.randn(256).bfloat16())
+    expect_error(r"input must be 2-D \[M, H\] or 3-D", input=torch.randn(2, 2, 2, 256).bfloat16())
+
+
+def test_input_last_dim_not_contiguous():
+    x = torch.randn(256, 4).bfloat16().t()
+    expect_error(r"input's last dimension must be contiguous", input=x)
+
+
+def test_input_row_stride_not_vector_aligned():
+    x = torch.randn(4, 260).bfloat16()[:, :256]
+    expect_error(r"input's stride 260 of dimension 0 must be a non-negative multiple of 8", input=x)
+
+
+def test_input_misaligned_pointer():
+    expect_error(r"input.data_ptr\(\) must be 16-byte aligned", input=misaligned((4, 256), torch.bfloat16))
+
+
+def test_output_q_dtype():
+    expect_error(r"output_q must be float8_e4m3fn or int8, got BFloat16", output_q=torch.empty(4, 256).bfloat16())
+
+
+def test_output_q_shape():
+    expect_error(r"output_q must have shape \[4, 256\], got \[4, 128\]", output_q=torch.empty(4, 128, dtype=FP8))
+
+
+def test_output_q_not_contiguous():
+    q = torch.empty(4, 512, dtype=FP8)[:, :256]
+    expect_error(r"output_q must be contiguous", output_q=q)
+
+
+def test_output_q_misaligned_pointer():
+    expect_error(r"output_q.data_ptr\(\) must be 16-byte aligned", output_q=misaligned((4, 256), FP8))
+
+
+@pytest.mark.parametrize("gs", [0, 8, 48, 100, 512])
+def test_unsupported_group_size(gs):
+    expect_error(r"group_size must be one of 16, 32, 64, 128, 256, got %d" % gs, group_size=gs)
+
+
+def test_hidden_not_divisible_by_group_size():
+    kw = v2_args(h=192, gs=64)
+    kw["group_size"] = 128
+    with pytest.raises(RuntimeError, match=r"hidden size H=192 must be divisible by group_size=128"):
+        call_v2(**kw)
+
+
+def test_silu_needs_even_last_dim():
+    kw = v2_args(silu=True)
+    kw["input"] = torch.randn(1, 513).bfloat16()
+    with pytest.raises(RuntimeError, match=r"fuse_silu_and_mul=True input's last dimension must be 2\*H"):
+        call_v2(**kw)
+
+
+def test_silu_output_shape_is_half():
+    kw = v2_args(silu=True)
+    kw["output_q"] = torch.empty(4, 512, dtype=FP8)
+    with pytest.raises(RuntimeError, match=r"output_q must have shape \[4, 256\]"):
+        call_v2(**kw)
+
+
+@pytest.mark.parametrize("lo,hi", [(-127.0, 127.0), (-448.0, 240.0), (-128.0, 127.0)])
+def test_range_mismatch_fp8(lo, hi):
+    expect_error(r"min_8bit/max_8bit must equal the range of output_q's dtype", min_8bit=lo, max_8bit=hi)
+
+
+def test_range_mismatch_int8():
+    kw = v2_args(out=torch.int8)
+    kw["min_8bit"], kw["max_8bit"] = -448.0, 448.0
+    with pytest.raises(RuntimeError, match=r"min_8bit/max_8bit must equal the range of output_q's dtype Char \(-128, 127\)"):
+        call_v2(**kw)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-10, float("nan"), float("inf"), 1e-40, 1e39])
+def test_invalid_eps(eps):
+    expect_error(r"eps must be a finite float >= 2\^-100", eps=eps)
+
+
+def test_scale_dtype():
+    expect_error(r"output_s must be float32 \(scales\) or int32 \(packed UE8M0 scales\), got Half",
+                 output_s=torch.empty(4, 2, dtype=torch.float16))
+
+
+def test_scale_shape():
+    expect_error(r"output_s must have shape \[4, 2\] \(one scale per group\), got \[4, 3\]", output_s=torch.empty(4, 3))
+    expect_error(r"output_s must have 2 dimensions like input", output_s=torch.empty(8))
+
+
+def test_scale_overlapping_layout():
+    s = torch.empty(1, 2).expand(4, 2)  # stride 0 rows
+    expect_error(r"output_s must be row-major .* or column-major", output_s=s)
+
+
+def test_packed_scales_need_ue8m0():
+    s = create_scale_tensor((4, 256), 128, "cpu", True, True, True)
+    expect_error(r"int32 output_s holds packed UE8M0 scales and needs scale_ue8m0=True", output_s=s)
+
+
+def test_packed_scales_must_be_column_major():
+    kw = v2_args(h=1024, layout=(True, True, True))
+    kw["output_s"] = torch.zeros(4, 2, dtype=torch.int32)  # row-major words
+    with pytest.raises(RuntimeError, match=r"packed UE8M0 output_s must be column-major"):
+        call_v2(**kw)
+
+
+def test_packed_scale_shape():
+    s = torch.empty(4, 8, dtype=torch.int32).t()[:2].t()  # [4, 2]: should be [4, ceil(2/4)] = [4, 1]
+    expect_error(r"output_s must have shape \[4, 1\] \(ceil\(G/4\) packed words per row\)", output_s=s,
+                 scale_ue8m0=True)
+
+
+def masked_args(e=3, m=8, h=256, counts=None):
+    kw = v2_args(silu=True, layout=(True, True, True))
+    kw["input"] = torch.randn(e, m, 2 * h).bfloat16()
+    kw["output_q"] = torch.empty(e, m, h, dtype=FP8)
+    kw["output_s"] = create_scale_tensor((e, m, h), 128, "cpu", True, True, True)
+    kw["masked_m"] = torch.full((e,), m, dtype=torch.int32) if counts is None else counts
+    return kw
+
+
+def test_masked_valid_call_passes():
+    call_v2(**masked_args())
+
+
+def test_masked_m_dtype():
+    kw = masked_args(counts=torch.full((3,), 8, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match=r"masked_m must be int32, got Long"):
+        call_v2(**kw)
+
+
+def test_masked_m_shape():
+    kw = masked_args(counts=torch.full((4,), 8, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match=r"masked_m must have shape \[E\] = \[3\], got \[4\]"):
+        call_v2(**kw)
+
+
+def test_masked_m_needs_3d_input():
+    kw = v2_args()
+    kw["masked_m"] = torch.ones(1, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"masked_m requires a 3-D input"):
+        call_v2(**kw)
+
+
+def test_masked_scale_experts_overlap():
+    kw = masked_args()
+    kw["output_s"] = create_scale_tensor((1, 8, 256), 128, "cpu", True, True, True).expand(3, 8, 1)
+    with pytest.raises(RuntimeError, match=r"output_s experts overlap"):
+        call_v2(**kw)
+
+
+def test_allocating_wrappers_reject_bad_rank():
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        sgl_quant.per_token_group_quant_fp8(torch.randn(256).bfloat16(), 128)
+    with pytest.raises(ValueError, match=r"x must be 3-D \[T, G, D\]"):
+        sgl_quant.per_token_group_quant_fp8_dsv4(torch.randn(4, 256).bfloat16())
+
+
+# --- DSV4 -------------------------------------------------------------------------------------
+
+def dsv4_call(x, q=None, s=None):
+    t, g, d = x.shape
+    q = torch.empty(t, g, d, dtype=FP8) if q is None else q
+    s = torch.empty(g, t, d // 128).transpose(0, 1) if s is None else s
+    op_dsv4(x, q, s, False)
+
+
+def test_dsv4_valid_call_passes():
+    dsv4_call(torch.randn(3, 2, 256).bfloat16())
+
+
+def test_dsv4_d_not_multiple_of_128():
+    x = torch.randn(3, 2, 192).bfloat16()
+    with pytest.raises(RuntimeError, match=r"last dimension D=192 must be a multiple of 128"):
+        dsv4_call(x, s=torch.empty(2, 3, 1).transpose(0, 1))
+
+
+def test_dsv4_input_dtype():
+    with pytest.raises(RuntimeError, match=r"input must be bfloat16 or float16, got Float"):
+        dsv4_call(torch.randn(3, 2, 256))
+
+
+def test_dsv4_last_dim_not_contiguous():
+    x = torch.randn(3, 256, 2).bfloat16().transpose(1, 2)
+    with pytest.raises(RuntimeError, match=r"input's last dimension must be contiguous"):
+        dsv4_call(x)
+
+
+def test_dsv4_output_q_dtype():
+    with pytest.raises(RuntimeError, match=r"output_q must be float8_e4m3fn, got Char"):
+        dsv4_call(torch.randn(3, 2, 256).bfloat16(), q=torch.empty(3, 2, 256, dtype=torch.int8))
+
+
+def test_dsv4_scale_layout():
+    with pytest.raises(RuntimeError, match=r"output_s must have the fp8_einsum layout, strides \(D/128, T\*D/128, 1\)"):
+        dsv4_call(torch.randn(3, 2, 256).bfloat16(), s=torch.empty(3, 2, 2))
+    with pytest.raises(RuntimeError, match=r"output_s must have shape \[T, G, D/128\] = \[3, 2, 2\]"):
+        dsv4_call(torch.randn(3, 2, 256).bfloat16(), s=torch.empty(3, 2, 3))
+    with pytest.raises(RuntimeError, match=r"output_s must be float32, got Int"):
+        dsv4_call(torch.randn(3, 2, 256).bfloat16(), s=torch.empty(2, 3, 2, dtype=torch.int32).transpose(0, 1))

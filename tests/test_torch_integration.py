@@ -1,0 +1,94 @@
+"""torch.library.opcheck on both ops and torch.compile(fullgraph=True) around the Python API,
+on the CPU and (marked gpu) on CUDA."""
+import pytest
+import torch
+
+import sgl_quant
+from helpers import alloc_scales
+from reference import FP8
+from sgl_quant.testing import make_input, make_masked_m
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+ALL_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+# opcheck's test_schema compares mutated tensors with arithmetic that float8 tensors do not support
+# ("mul_cpu_reduced_float not implemented for Float8_e4m3fn"); the schema is the same for every output
+# dtype, and the int8 cases check it.
+FP8_UTILS = ALL_UTILS[1:]
+
+
+def opcheck(op, args, out_dtype):
+    torch.library.opcheck(op, args, test_utils=FP8_UTILS if out_dtype == FP8 else ALL_UTILS)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])
+@pytest.mark.parametrize("layout", ["row", "col_tma", "row_ue8m0", "col_ue8m0"])
+@pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
+def test_opcheck_v2(out, layout, silu, device):
+    h = 384
+    x = make_input((9, 2 * h if silu else h), torch.bfloat16, seed=1).to(device)
+    q = torch.empty(9, h, dtype=out, device=device)
+    s, _, ue8m0 = alloc_scales(layout, (9, h), 128, device)
+    lo, hi = (-448.0, 448.0) if out == FP8 else (-128.0, 127.0)
+    opcheck(torch.ops.sgl_quant.per_token_group_quant_8bit_v2.default, (x, q, s, 128, 1e-10, lo, hi, ue8m0, silu, None,
+                                                                          False), out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_v2_masked(device):
+    x = make_input((4, 8, 512), torch.float16, seed=2).to(device)
+    q = torch.empty(4, 8, 256, dtype=FP8, device=device)
+    s = sgl_quant.create_scale_tensor(q.shape, 128, device, True, True, True)
+    m = make_masked_m(4, 8, seed=2).to(device)
+    opcheck(torch.ops.sgl_quant.per_token_group_quant_8bit_v2.default,
+            (x, q, s, 128, 1e-10, -448.0, 448.0, True, True, m, True), FP8)
+    qi = torch.empty(4, 8, 256, dtype=torch.int8, device=device)
+    opcheck(torch.ops.sgl_quant.per_token_group_quant_8bit_v2.default,
+            (x, qi, s, 128, 1e-10, -128.0, 127.0, True, True, m, True), torch.int8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_dsv4(device):
+    x = make_input((5, 3, 384), torch.bfloat16, seed=3).to(device)
+    q = torch.empty(5, 3, 384, dtype=FP8, device=device)
+    s = torch.empty(3, 5, 3, device=device).transpose(0, 1)
+    opcheck(torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4.default, (x, q, s, False), FP8)
+
+
+def _same(a, b):
+    return a.shape == b.shape and a.stride() == b.stride() and torch.equal(
+        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_api(backend, device):
+    torch._dynamo.reset()
+
+    def fn(x, masked_m):
+        a = sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=True, scale_tma_aligned=True,
+                                                scale_ue8m0=True, fuse_silu_and_mul=True, masked_m=masked_m)
+        b = sgl_quant.per_token_group_quant_fp8(x[0], 64)
+        c = sgl_quant.per_token_group_quant_int8(x[1], 32, column_major_scales=True)
+        return a + b + c
+
+    x = make_input((3, 12, 1024), torch.bfloat16, seed=4).to(device)
+    m = make_masked_m(3, 12, seed=4).to(device)
+    compiled = torch.compile(fn, fullgraph=True, backend=backend)
+    got, want = compiled(x, m), fn(x, m)
+    # masked rows are never written (their memory is uninitialized), so compare valid rows only
+    for e, count in enumerate(m.tolist()):
+        assert torch.equal(got[0][e, :count].view(torch.uint8), want[0][e, :count].view(torch.uint8))
+        assert torch.equal(got[1][e, :count], want[1][e, :count])
+    assert got[1].stride() == want[1].stride() and got[1].dtype == torch.int32
+    for g, w in zip(got[2:], want[2:]):
+        assert _same(g, w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_dsv4(device):
+    torch._dynamo.reset()
+    storage = make_input((6, 5, 256), torch.float16, seed=5).to(device)
+    fn = lambda x: sgl_quant.per_token_group_quant_fp8_dsv4(x[:, 1:, :])  # noqa: E731
+    got, want = torch.compile(fn, fullgraph=True, backend="aot_eager")(storage), fn(storage)
+    assert _same(got[0], want[0]) and _same(got[1], want[1])
