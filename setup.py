@@ -106,7 +106,9 @@ def want_cuda():
 
 def extension():
     cpu_sources = ["csrc/ops.cpp", "csrc/quant_args.cpp", "csrc/cpu/quant_cpu.cpp"]
-    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
+    # No -std flag: torch.utils.cpp_extension adds the C++ standard its own headers were built with
+    # (C++17 for torch <= 2.1x, C++20 later); forcing another one breaks the ABI of inline c10 code.
+    cxx = ["-O3", "-ffp-contract=off", f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
     use_cuda, why = want_cuda()
     if not use_cuda:
         log(f"building the CPU implementation only: {why}")
@@ -121,7 +123,7 @@ def extension():
         cpu_sources + cuda_sources,
         extra_compile_args={
             "cxx": cxx + ["-DSGL_QUANT_WITH_CUDA", archs],
-            "nvcc": ["-O3", "-std=c++20", "--use_fast_math", "-DSGL_QUANT_WITH_CUDA", "-lineinfo"] + gencode,
+            "nvcc": ["-O3", "--use_fast_math", "-DSGL_QUANT_WITH_CUDA", "-lineinfo"] + gencode,
         },
     )
 

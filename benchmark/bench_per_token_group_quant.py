@@ -74,8 +74,9 @@ def cases(quick):
                         layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
     for t in (1, 64, 4096, 16384):
         out.append(dict(kind="dsv4", name=f"dsv4-T{t}-G8-D4096", t=t, g=8, d=4096, dtype=torch.bfloat16, m=t * 8))
-    out.append(dict(kind="chain", name="chain10-pdl-M1-H4096", pdl=True, m=1, h=4096, dtype=torch.bfloat16))
-    out.append(dict(kind="chain", name="chain10-nopdl-M1-H4096", pdl=False, m=1, h=4096, dtype=torch.bfloat16))
+    for pdl in (True, False):
+        out.append(dict(kind="chain", name=f"chain10-{'pdl' if pdl else 'nopdl'}-M1-H4096", pdl=pdl, m=1, h=4096,
+                        layout="col_f32", dtype=torch.bfloat16))
     return out
 
 
@@ -297,6 +298,32 @@ def dsv4_baselines(c, n):
     return dict(unfused_us=time_graph_us(unfused, n), plain_v2_us=time_graph_us(plain, n))
 
 
+SWEEP_CONFIGS = [(256, 1), (256, 2), (256, 4), (256, 64), (128, 1), (128, 4), (128, 64), (512, 1), (512, 2), (64, 64)]
+
+
+def sweep_launch_shapes():
+    """Time a few cases under several launch shapes (threads per block, waves of resident blocks
+    capping the grid; 64 waves ~ one chunk of tasks per block) to choose the defaults."""
+    from sgl_quant import _C
+    picks = [dense_case(1, 4096), dense_case(64, 7168), dense_case(1024, 4096), dense_case(4096, 4096),
+             dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
+    picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
+                                                      "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
+    lines = ["launch-shape sweep (µs; columns: threads x waves)",
+             f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
+    print(lines[0] + "\n" + lines[1], flush=True)
+    for c in picks:
+        fn = build(c, "cuda", False)
+        times = []
+        for threads, waves in SWEEP_CONFIGS:
+            _C._set_launch_config(threads, waves)
+            times.append(time_graph_us(fn, calls_for(c)))
+        _C._set_launch_config(256, 1)
+        lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
+        print(lines[-1], flush=True)
+    return lines
+
+
 def bench_cpu(quick):
     print("no CUDA device: timing the C++ CPU implementation (wall clock, median of 5)", flush=True)
     rows = []
@@ -400,6 +427,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer cases")
     ap.add_argument("--out", default="bench_out", help="folder for bench.json, bench.txt, bench.png")
     ap.add_argument("--no-baselines", action="store_true", help="skip torch.compile and Triton")
+    ap.add_argument("--sweep", action="store_true", help="also sweep the CUDA launch shape")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -415,6 +443,8 @@ def main(argv=None):
                                                        else ""), header()]
     lines += [format_row(r) for r in result["rows"]]
     lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (2026-11-29), not measured in this run")
+    if args.sweep and torch.cuda.is_available():
+        lines += [""] + sweep_launch_shapes()
     (out / "bench.txt").write_text("\n".join(lines) + "\n")
     if result["copy_tbs"]:
         plot(result, out / "bench.png")

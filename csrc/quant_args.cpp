@@ -4,18 +4,21 @@
 
 #include <cmath>
 #include <limits>
-#include <sstream>
+#include <string>
 
 namespace sgl_quant {
 namespace {
 
 constexpr int64_t kVectorBytes = 16;  // the kernels move data in 16-byte vectors
 
-std::string shape_str(const at::Tensor& t) {
-  std::ostringstream os;
-  os << t.sizes();
-  return os.str();
+// "[a, b, c]" without going through operator<< of ArrayRef (keeps error paths trivial).
+std::string list_str(at::IntArrayRef v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
 }
+std::string shape_str(const at::Tensor& t) { return list_str(t.sizes()); }
+std::string strides_str(const at::Tensor& t) { return list_str(t.strides()); }
 
 bool is_aligned(const at::Tensor& t, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(bytes) == 0;
@@ -32,12 +35,12 @@ void check_input(const char* op, const at::Tensor& input) {
               ": input must be bfloat16 or float16, got ", input.scalar_type());
   if (input.numel() == 0) return;  // nothing is read: strides and alignment do not matter
   TORCH_CHECK(input.size(-1) <= 1 || input.stride(-1) == 1, op,
-              ": input's last dimension must be contiguous (stride 1), got strides ", input.strides());
+              ": input's last dimension must be contiguous (stride 1), got strides ", strides_str(input));
   const int64_t elems_per_vector = kVectorBytes / static_cast<int64_t>(input.element_size());
   for (int64_t d = 0; d + 1 < input.dim(); ++d) {
     TORCH_CHECK(input.size(d) <= 1 || (input.stride(d) >= 0 && input.stride(d) % elems_per_vector == 0), op,
                 ": input's stride ", input.stride(d), " of dimension ", d, " must be a non-negative multiple of ",
-                elems_per_vector, " elements (16 bytes); got strides ", input.strides());
+                elems_per_vector, " elements (16 bytes); got strides ", strides_str(input));
   }
   TORCH_CHECK(is_aligned(input, kVectorBytes), op,
               ": input.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector loads)");
@@ -48,9 +51,9 @@ void check_output_q(const char* op, const at::Tensor& input, const at::Tensor& o
                     at::IntArrayRef expected_shape) {
   TORCH_CHECK(output_q.defined(), op, ": output_q is undefined");
   check_same_device(op, input, output_q, "output_q");
-  TORCH_CHECK(output_q.sizes() == expected_shape, op, ": output_q must have shape ", expected_shape, ", got ",
-              output_q.sizes());
-  TORCH_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", output_q.strides());
+  TORCH_CHECK(output_q.sizes() == expected_shape, op, ": output_q must have shape ", list_str(expected_shape), ", got ",
+              shape_str(output_q));
+  TORCH_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", strides_str(output_q));
   TORCH_CHECK(output_q.numel() == 0 || is_aligned(output_q, kVectorBytes), op,
               ": output_q.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector stores)");
 }
@@ -124,20 +127,20 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
               shape_str(output_s));
   std::vector<int64_t> s_shape = input.sizes().vec();
   s_shape.back() = packed ? (groups + 3) / 4 : groups;
-  TORCH_CHECK(output_s.sizes() == at::IntArrayRef(s_shape), op, ": output_s must have shape ", at::IntArrayRef(s_shape),
+  TORCH_CHECK(output_s.sizes() == at::IntArrayRef(s_shape), op, ": output_s must have shape ", list_str(s_shape),
               packed ? " (ceil(G/4) packed words per row)" : " (one scale per group)", ", got ", shape_str(output_s));
   for (int64_t d = 0; d < output_s.dim(); ++d) {
-    TORCH_CHECK(output_s.stride(d) >= 0, op, ": output_s must not have negative strides, got ", output_s.strides());
+    TORCH_CHECK(output_s.stride(d) >= 0, op, ": output_s must not have negative strides, got ", strides_str(output_s));
   }
   if (packed) {
     TORCH_CHECK((output_s.size(-2) <= 1 || output_s.stride(-2) == 1) &&
                     (output_s.size(-1) <= 1 || output_s.stride(-1) >= output_s.size(-2)),
                 op, ": packed UE8M0 output_s must be column-major (strides (1, >= M)) as create_scale_tensor makes it, "
-                "got strides ", output_s.strides());
+                "got strides ", strides_str(output_s));
   } else {
     TORCH_CHECK(is_plain_matrix(output_s), op,
                 ": output_s must be row-major (strides (>= G, 1)) or column-major (strides (1, >= M)) in its last two "
-                "dimensions, got strides ", output_s.strides());
+                "dimensions, got strides ", strides_str(output_s));
   }
   if (output_s.dim() == 3 && output_s.size(0) > 1) {
     TORCH_CHECK(output_s.stride(0) >= inner_span(output_s), op,
@@ -152,6 +155,9 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
     TORCH_CHECK(m.dim() == 1 && m.size(0) == input.size(0), op, ": masked_m must have shape [E] = [", input.size(0),
                 "], got ", shape_str(m));
     TORCH_CHECK(m.is_contiguous(), op, ": masked_m must be contiguous");
+    // the kernels keep a prefix sum of the counts in shared memory (4 bytes per expert, <= 200 KiB)
+    TORCH_CHECK(input.size(0) <= kMaxMaskedExperts, op, ": the masked layout supports at most ", kMaxMaskedExperts,
+                " experts, got ", input.size(0));
   }
 
   QuantParams p;
@@ -201,7 +207,7 @@ QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q
   const bool einsum_layout = (T <= 1 || output_s.stride(0) == K) && (Gh <= 1 || output_s.stride(1) == T * K) &&
                              (K <= 1 || output_s.stride(2) == 1);
   TORCH_CHECK(output_s.numel() == 0 || einsum_layout, op, ": output_s must have the fp8_einsum layout, strides (D/128, T*D/128, 1) = (", K, ", ", T * K,
-              ", 1), got ", output_s.strides());
+              ", 1), got ", strides_str(output_s));
 
   QuantParams p;
   p.input = input.data_ptr();

@@ -29,6 +29,9 @@ constexpr int kGroupSizes[] = {16, 32, 64, 128, 256};
 // depend on the device's denormal mode. 2^-100 ~ 7.9e-31 is far below any eps used in practice.
 constexpr double kMinEps = 7.888609052210118e-31;  // 2^-100
 
+// Masked layout: the per-expert prefix sum lives in shared memory (see the CUDA kernel).
+constexpr int64_t kMaxMaskedExperts = 50000;
+
 // One quantization problem. Rows are addressed by (outer, row):
 //   v2 2-D  [M, H]          -> outer = 1,  rows_per_outer = M
 //   v2 3-D  [E, M_pad, H]   -> outer = E,  rows_per_outer = M_pad  (masked or batched)

@@ -11,7 +11,7 @@ OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-STEPS=${STEPS:-"build tests sanitizer bench"}
+STEPS=${STEPS:-"build tests sanitizer ncu bench"}
 BENCH_ARGS=${BENCH_ARGS:-}
 summary=()
 t_start=$(date +%s)
@@ -42,8 +42,17 @@ if [[ " $STEPS " == *" sanitizer "* ]]; then
   {
     echo "== memcheck"; timeout 300 "$SAN" --tool memcheck --error-exitcode 3 $PY scripts/sanitize_subset.py; echo "rc=$?"
     echo "== racecheck"; timeout 300 "$SAN" --tool racecheck --error-exitcode 3 $PY scripts/sanitize_subset.py; echo "rc=$?"
-  } >"$OUT/sanitizer.log" 2>&1
-  summary+=("sanitizer  $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')")
+  } >"$OUT/tools.log" 2>&1
+  summary+=("sanitizer  $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/tools.log" | tr '\n' ' ')")
+fi
+
+if [[ " $STEPS " == *" ncu "* ]]; then
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo "== ncu" >>"$OUT/tools.log"
+  timeout 300 "$NCU" --clock-control none -k regex:per_token_group_quant_kernel -c 3 --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+    $PY scripts/profile_case.py >>"$OUT/tools.log" 2>&1
+  summary+=("ncu        rc=$?  tools.log")
 fi
 
 if [[ " $STEPS " == *" bench "* ]]; then

@@ -5,8 +5,10 @@
 // Work decomposition: a "task" is one group of one row. Each task is handled by a sub-warp of
 // GS/16 threads; every thread loads 16 input elements (two 16-byte loads; four with fused SiLU),
 // the sub-warp reduces |v| with shuffles, and each thread stores 16 codes in one 16-byte store.
-// Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine,
-// so huge problems do not pay per-block launch costs and masked slots are skipped cheaply.
+// Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine.
+// Masked (MoE) layout: each block first computes the prefix sum of the clamped per-expert counts
+// in shared memory and then walks only the valid rows (expert found by binary search), so the
+// work is spread evenly whatever the counts, and padded rows cost nothing.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -119,9 +121,49 @@ __device__ __forceinline__ uint4 encode16(const uint32_t (&w)[8], float y) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Block-wide prefix sum of the per-expert valid row counts, clamped to [0, rows_per_outer]:
+// prefix[e] = rows of experts < e, prefix[E] = all valid rows. Needs (E + 1 + 32) ints of smem.
+__device__ __forceinline__ void masked_row_prefix(const QuantParams& p, int* prefix, int* warp_sums) {
+  const int num_experts = static_cast<int>(p.num_outer);
+  const int rows = static_cast<int>(p.rows_per_outer);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, num_warps = blockDim.x >> 5;
+  int carry = 0;
+  for (int base = 0; base < num_experts; base += blockDim.x) {
+    const int e = base + threadIdx.x;
+    int v = e < num_experts ? min(max(__ldg(p.masked_m + e), 0), rows) : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {  // inclusive scan within the warp
+      const int n = __shfl_up_sync(0xffffffffu, v, o);
+      if (lane >= o) v += n;
+    }
+    if (lane == 31) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {  // scan of the warp totals
+      int w = lane < num_warps ? warp_sums[lane] : 0;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, w, o);
+        if (lane >= o) w += n;
+      }
+      if (lane < num_warps) warp_sums[lane] = w;
+    }
+    __syncthreads();
+    if (e < num_experts) prefix[e + 1] = carry + (warp > 0 ? warp_sums[warp - 1] : 0) + v;
+    carry += warp_sums[num_warps - 1];
+    __syncthreads();  // warp_sums is reused by the next chunk
+  }
+  if (threadIdx.x == 0) prefix[0] = 0;
+  __syncthreads();
+}
+
+// Dynamic shared memory the kernel needs (masked layout only).
+inline size_t masked_smem_bytes(const QuantParams& p) {
+  return p.masked_m == nullptr ? 0 : static_cast<size_t>(p.num_outer + 1 + 32) * sizeof(int);
+}
+
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __global__ void __launch_bounds__(kMaxBlockThreads)
-    per_token_group_quant_kernel(const QuantParams p, const int32_t num_tasks) {
+    per_token_group_quant_kernel(const QuantParams p, int32_t num_tasks) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
                 "group size must be 16 * a power of two, at most 512");
@@ -136,18 +178,34 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   const int G = p.groups_per_row;
   const int rows_per_outer = static_cast<int>(p.rows_per_outer);
 
+  extern __shared__ int smem[];
+  const bool masked = p.masked_m != nullptr;
+  if (masked) {  // block-uniform: only valid rows become tasks
+    masked_row_prefix(p, smem, smem + p.num_outer + 1);
+    num_tasks = smem[p.num_outer] * G;
+  }
+
   // The loop bound is uniform over the block, so every warp reaches the shuffles together.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * groups_per_block; first < num_tasks;
        first += static_cast<int64_t>(gridDim.x) * groups_per_block) {
-    bool valid = first + sub < num_tasks;
+    const bool valid = first + sub < num_tasks;
     const int task = valid ? static_cast<int>(first + sub) : num_tasks - 1;  // keep indices in range
-    const int row_global = task / G;
-    const int g = task - row_global * G;
-    const int outer = row_global / rows_per_outer;
-    const int row = row_global - outer * rows_per_outer;
-    if (p.masked_m != nullptr) {
-      valid &= row < min(max(__ldg(p.masked_m + outer), 0), rows_per_outer);
+    const int row_index = task / G;  // dense: row of the [outer * rows] matrix; masked: valid row
+    const int g = task - row_index * G;
+    int outer, row;
+    if (masked) {  // the expert holding valid row `row_index`: largest e with prefix[e] <= row_index
+      int lo = 0, hi = static_cast<int>(p.num_outer) - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (smem[mid] <= row_index) lo = mid; else hi = mid - 1;
+      }
+      outer = lo;
+      row = row_index - smem[lo];
+    } else {
+      outer = row_index / rows_per_outer;
+      row = row_index - outer * rows_per_outer;
     }
+    const int64_t row_global = static_cast<int64_t>(outer) * rows_per_outer + row;
 
     const T* src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride +
                    g * GS + lane * kElemsPerThread;
@@ -191,8 +249,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     if (valid) {
       constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
       const uint4 codes = finite ? encode16<T, R>(w, y) : make_uint4(nan_word, nan_word, nan_word, nan_word);
-      uint8_t* dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row_global) * p.hidden + g * GS +
-                     lane * kElemsPerThread;
+      uint8_t* dst = static_cast<uint8_t*>(p.output_q) + row_global * p.hidden + g * GS + lane * kElemsPerThread;
       *reinterpret_cast<uint4*>(dst) = codes;
 
       if (lane == 0) {
@@ -231,15 +288,23 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   const int groups_per_block = threads / kThreadsPerGroup;
   const int64_t blocks_needed = (num_tasks + groups_per_block - 1) / groups_per_block;
 
-  // Resident blocks per SM, cached per device for the default block size (idempotent race).
+  const size_t smem = masked_smem_bytes(p);
+  if (smem > 48 * 1024) {  // many experts: raise the dynamic shared memory limit (validated <= 200 KiB)
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+
+  // Resident blocks per SM, cached per device for the default block size without shared memory.
   constexpr int kMaxDevices = 64;
   static int cached_occupancy[kMaxDevices] = {};
-  int occupancy = (opt.device < kMaxDevices && threads == 256) ? cached_occupancy[opt.device] : 0;
+  const bool cacheable = opt.device < kMaxDevices && threads == 256 && smem == 0;
+  int occupancy = cacheable ? cached_occupancy[opt.device] : 0;
   if (occupancy == 0) {
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, 0);
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
     if (err != cudaSuccess) return err;
     occupancy = occupancy > 0 ? occupancy : 1;
-    if (opt.device < kMaxDevices && threads == 256) cached_occupancy[opt.device] = occupancy;
+    if (cacheable) cached_occupancy[opt.device] = occupancy;  // idempotent race
   }
   const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
   const int grid = static_cast<int>(blocks_needed < max_blocks ? blocks_needed : max_blocks);
@@ -247,7 +312,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = smem;
   config.stream = opt.stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
