@@ -146,6 +146,20 @@ def torch_quant(x, group_size: int, ue8m0: bool, silu: bool, col: bool):
     return q, s
 
 
+def empty_kernel_us():
+    """Graph-replay time of an empty kernel: the launch floor of this timing method."""
+    try:
+        import triton
+    except ImportError:
+        return None
+
+    @triton.jit
+    def _empty(x):
+        pass
+    x = torch.empty(1, device="cuda")
+    return time_graph_us(lambda: _empty[(1,)](x), 20)
+
+
 def make_triton_baseline():
     try:
         import triton
@@ -201,8 +215,12 @@ def time_graph_us(fn, calls_per_graph=20, replays=25):
     with torch.cuda.graph(graph, stream=stream):
         for _ in range(calls_per_graph):
             fn()
-    graph.replay()
-    torch.cuda.synchronize()
+    # keep the GPU busy ~25 ms first, so that its clocks have ramped up from idle
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.025:
+        for _ in range(10):
+            graph.replay()
+        torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
     for _ in range(replays):
@@ -241,7 +259,9 @@ def bench_gpu(quick, baselines):
     torch._dynamo.config.cache_size_limit = 256  # one compiled baseline per shape
     dev = torch.cuda.get_device_name()
     bw = copy_bandwidth_tbs()
-    print(f"device: {dev}; copy bandwidth {bw:.3f} TB/s (2 GiB device-to-device, read+write)", flush=True)
+    empty = empty_kernel_us()
+    print(f"device: {dev}; copy bandwidth {bw:.3f} TB/s (2 GiB device-to-device, read+write); empty kernel "
+          f"{empty if empty is None else round(empty, 2)} µs under graph replay", flush=True)
     triton_run = make_triton_baseline() if baselines else None
     rows = []
     for c in cases(quick):
@@ -273,7 +293,7 @@ def bench_gpu(quick, baselines):
             r["spec_target_us"] = SPEC_TARGET_US[c["name"]]
         rows.append(r)
         print(format_row(r), flush=True)
-    return dict(device=dev, copy_tbs=bw, rows=rows)
+    return dict(device=dev, copy_tbs=bw, empty_kernel_us=empty, rows=rows)
 
 
 def dsv4_baselines(c, n):
@@ -298,7 +318,7 @@ def dsv4_baselines(c, n):
     return dict(unfused_us=time_graph_us(unfused, n), plain_v2_us=time_graph_us(plain, n))
 
 
-SWEEP_CONFIGS = [(256, 1), (256, 2), (256, 4), (256, 64), (128, 1), (128, 4), (128, 64), (512, 1), (512, 2), (64, 64)]
+SWEEP_CONFIGS = [(0, 4), (256, 1), (256, 2), (256, 4), (256, 8), (128, 4), (128, 8), (512, 2), (512, 4), (64, 8)]
 
 
 def sweep_launch_shapes():
@@ -309,7 +329,7 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    lines = ["launch-shape sweep (µs; columns: threads x waves)",
+    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic, the default is 0x4)",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:
@@ -318,7 +338,7 @@ def sweep_launch_shapes():
         for threads, waves in SWEEP_CONFIGS:
             _C._set_launch_config(threads, waves)
             times.append(time_graph_us(fn, calls_for(c)))
-        _C._set_launch_config(256, 1)
+        _C._set_launch_config(0, 4)
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
     return lines
@@ -440,7 +460,8 @@ def main(argv=None):
     result["build_info"] = sgl_quant.build_info()
     (out / "bench.json").write_text(json.dumps(result, indent=1))
     lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if result["copy_tbs"]
-                                                       else ""), header()]
+                                                       else "")
+             + (f", empty kernel {result['empty_kernel_us']:.2f} µs" if result.get("empty_kernel_us") else ""), header()]
     lines += [format_row(r) for r in result["rows"]]
     lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (2026-11-29), not measured in this run")
     if args.sweep and torch.cuda.is_available():

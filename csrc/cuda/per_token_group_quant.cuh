@@ -3,8 +3,9 @@
 // same computation with UE8M0-rounded fp32 scales written through strides).
 //
 // Work decomposition: a "task" is one group of one row. Each task is handled by a sub-warp of
-// GS/16 threads; every thread loads 16 input elements (two 16-byte loads; four with fused SiLU),
-// the sub-warp reduces |v| with shuffles, and each thread stores 16 codes in one 16-byte store.
+// GS/16 threads; every thread holds 16 input elements, 8 from each half of the group (two 16-byte
+// loads; four with fused SiLU), so that each load instruction of a warp reads whole 32-byte sectors.
+// The sub-warp reduces |v| with shuffles and each thread stores its codes as two 8-byte halves.
 // Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine.
 // Masked (MoE) layout: each block first computes the prefix sum of the clamped per-expert counts
 // in shared memory and then walks only the valid rows (expert found by binary search), so the
@@ -78,6 +79,28 @@ __device__ __forceinline__ uint32_t silu_and_mul_pair(uint32_t gate, uint32_t up
   const float2 u = Pack2<T>::to_float2(up);
   return Pack2<T>::from_float2(make_float2(a.x * u.x, a.y * u.y));
 }
+
+// n / d for 0 <= n < 2^31 with one multiply-high, an add and a shift; the divisor is fixed per
+// launch, so the host computes the magic number once (round-up method, exact for n < 2^31).
+struct FastDivmod {
+  uint32_t divisor = 1, multiplier = 1, shift = 0;
+  FastDivmod() = default;
+  explicit FastDivmod(uint32_t d) : divisor(d) {
+    while ((1u << shift) < d) ++shift;
+    multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ int div(int n) const {
+    return static_cast<int>((__umulhi(static_cast<uint32_t>(n), multiplier) + static_cast<uint32_t>(n)) >> shift);
+  }
+};
+
+// What one launch needs besides the problem: divisors for the task -> (row, group) mapping.
+struct KernelArgs {
+  QuantParams p;
+  FastDivmod groups_per_row;
+  FastDivmod rows_per_outer;
+  int32_t num_tasks;  // dense: all groups; masked: computed on the device from the counts
+};
 
 __device__ __forceinline__ uint4 load_input_vec(const void* ptr) {
   return __ldg(reinterpret_cast<const uint4*>(ptr));  // read-only path: input is never written here
@@ -162,8 +185,9 @@ inline size_t masked_smem_bytes(const QuantParams& p) {
 }
 
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
-__global__ void __launch_bounds__(kMaxBlockThreads)
-    per_token_group_quant_kernel(const QuantParams p, int32_t num_tasks) {
+__global__ void __launch_bounds__(kMaxBlockThreads) per_token_group_quant_kernel(const KernelArgs args) {
+  const QuantParams& p = args.p;
+  int32_t num_tasks = args.num_tasks;
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
                 "group size must be 16 * a power of two, at most 512");
@@ -190,7 +214,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
        first += static_cast<int64_t>(gridDim.x) * groups_per_block) {
     const bool valid = first + sub < num_tasks;
     const int task = valid ? static_cast<int>(first + sub) : num_tasks - 1;  // keep indices in range
-    const int row_index = task / G;  // dense: row of the [outer * rows] matrix; masked: valid row
+    const int row_index = args.groups_per_row.div(task);  // dense: row of [outer * rows]; masked: valid row
     const int g = task - row_index * G;
     int outer, row;
     if (masked) {  // the expert holding valid row `row_index`: largest e with prefix[e] <= row_index
@@ -202,18 +226,19 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       outer = lo;
       row = row_index - smem[lo];
     } else {
-      outer = row_index / rows_per_outer;
+      outer = args.rows_per_outer.div(row_index);
       row = row_index - outer * rows_per_outer;
     }
     const int64_t row_global = static_cast<int64_t>(outer) * rows_per_outer + row;
 
-    const T* src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride +
-                   g * GS + lane * kElemsPerThread;
+    // this thread's two 8-element chunks: [lane * 8, +8) and [GS / 2 + lane * 8, +8) of the group
+    const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
+    const T* src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride + g * GS;
     uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (valid) {
-      const uint4 a = load_input_vec(src), b = load_input_vec(src + 8);
+      const uint4 a = load_input_vec(src + chunk0), b = load_input_vec(src + chunk1);
       if constexpr (SILU) {
-        const uint4 c = load_input_vec(src + p.hidden), d = load_input_vec(src + p.hidden + 8);
+        const uint4 c = load_input_vec(src + p.hidden + chunk0), d = load_input_vec(src + p.hidden + chunk1);
         const uint32_t gate[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
         const uint32_t up[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
 #pragma unroll
@@ -249,8 +274,13 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     if (valid) {
       constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
       const uint4 codes = finite ? encode16<T, R>(w, y) : make_uint4(nan_word, nan_word, nan_word, nan_word);
-      uint8_t* dst = static_cast<uint8_t*>(p.output_q) + row_global * p.hidden + g * GS + lane * kElemsPerThread;
-      *reinterpret_cast<uint4*>(dst) = codes;
+      uint8_t* dst = static_cast<uint8_t*>(p.output_q) + row_global * p.hidden + g * GS;
+      if constexpr (GS == kElemsPerThread) {  // one thread per group: the chunks are adjacent
+        *reinterpret_cast<uint4*>(dst) = codes;
+      } else {
+        *reinterpret_cast<uint2*>(dst + chunk0) = make_uint2(codes.x, codes.y);
+        *reinterpret_cast<uint2*>(dst + chunk1) = make_uint2(codes.z, codes.w);
+      }
 
       if (lane == 0) {
         const int64_t s_row = outer * p.s_outer_stride + row * p.s_row_stride;
@@ -273,8 +303,8 @@ struct LaunchOptions {
   cudaStream_t stream = nullptr;
   int device = 0;
   int num_sms = 1;
-  int block_threads = 256;  // multiple of 32, <= kMaxBlockThreads
-  int waves = 1;            // resident blocks per SM times this caps the grid
+  int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for small problems, else 256
+  int waves = 4;          // the grid is capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
 };
 
@@ -283,8 +313,12 @@ template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   const auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU>;
-  const int threads = opt.block_threads;
   const int64_t num_tasks = p.num_groups();
+  int threads = opt.block_threads;
+  if (threads == 0) {  // small problems: more, smaller blocks spread the few tasks over more SMs
+    const int64_t blocks_of_256 = (num_tasks * kThreadsPerGroup + 255) / 256;
+    threads = blocks_of_256 < opt.num_sms ? 128 : 256;
+  }
   const int groups_per_block = threads / kThreadsPerGroup;
   const int64_t blocks_needed = (num_tasks + groups_per_block - 1) / groups_per_block;
 
@@ -295,22 +329,25 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
     if (err != cudaSuccess) return err;
   }
 
-  // Resident blocks per SM, cached per device for the default block size without shared memory.
-  constexpr int kMaxDevices = 64;
-  static int cached_occupancy[kMaxDevices] = {};
-  const bool cacheable = opt.device < kMaxDevices && threads == 256 && smem == 0;
-  int occupancy = cacheable ? cached_occupancy[opt.device] : 0;
-  if (occupancy == 0) {
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
-    if (err != cudaSuccess) return err;
-    occupancy = occupancy > 0 ? occupancy : 1;
-    if (cacheable) cached_occupancy[opt.device] = occupancy;  // idempotent race
+  // Cap the grid at `waves` rounds of resident blocks; small grids need no occupancy query.
+  int64_t grid = blocks_needed;
+  if (blocks_needed > opt.num_sms) {
+    constexpr int kMaxDevices = 64;
+    static int cached_occupancy[kMaxDevices][kMaxBlockThreads / 32 + 1] = {};  // per variant; idempotent race
+    const bool cacheable = opt.device < kMaxDevices && smem == 0;
+    int occupancy = cacheable ? cached_occupancy[opt.device][threads / 32] : 0;
+    if (occupancy == 0) {
+      const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
+      if (err != cudaSuccess) return err;
+      occupancy = occupancy > 0 ? occupancy : 1;
+      if (cacheable) cached_occupancy[opt.device][threads / 32] = occupancy;
+    }
+    const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
+    grid = blocks_needed < max_blocks ? blocks_needed : max_blocks;
   }
-  const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
-  const int grid = static_cast<int>(blocks_needed < max_blocks ? blocks_needed : max_blocks);
 
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid);
+  config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = smem;
   config.stream = opt.stream;
@@ -319,7 +356,12 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   attr[0].val.programmaticStreamSerializationAllowed = opt.pdl ? 1 : 0;
   config.attrs = attr;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, p, static_cast<int32_t>(num_tasks));
+  KernelArgs args;
+  args.p = p;
+  args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+  args.rows_per_outer = FastDivmod(static_cast<uint32_t>(p.rows_per_outer));
+  args.num_tasks = static_cast<int32_t>(num_tasks);
+  return cudaLaunchKernelEx(&config, kernel, args);
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {plain, SiLU}.
