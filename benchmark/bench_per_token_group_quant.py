@@ -307,18 +307,18 @@ def dsv4_baselines(c, n):
     s_out = torch.empty(g, t, d // 128, device="cuda").transpose(0, 1)
     s_row = torch.empty(t * g, d // 128, device="cuda")
 
-    def unfused():
-        sgl_quant.per_token_group_quant_8bit_v2(flat, q, packed, 128, scale_ue8m0=True)
+    def unfused():  # without PDL, like the "µs" column it is compared with
+        sgl_quant.per_token_group_quant_8bit_v2(flat, q, packed, 128, scale_ue8m0=True, enable_pdl=False)
         exponent_bytes = packed.contiguous().view(torch.uint8)[:, : d // 128]  # [T*G, D/128], e + 127
         vals = (exponent_bytes.to(torch.int32) << 23).view(torch.float32)  # 2^e as fp32
         s_out.copy_(vals.view(t, g, d // 128))
 
     def plain():
-        sgl_quant.per_token_group_quant_8bit_v2(flat, q, s_row, 128, scale_ue8m0=True)
+        sgl_quant.per_token_group_quant_8bit_v2(flat, q, s_row, 128, scale_ue8m0=True, enable_pdl=False)
     return dict(unfused_us=time_graph_us(unfused, n), plain_v2_us=time_graph_us(plain, n))
 
 
-SWEEP_CONFIGS = [(0, 4), (256, 1), (256, 2), (256, 4), (256, 8), (128, 4), (128, 8), (512, 2), (512, 4), (64, 8)]
+SWEEP_CONFIGS = [(0, 8), (0, 2), (256, 1), (256, 4), (256, 8), (256, 16), (128, 8), (128, 16), (512, 4), (512, 8)]
 
 
 def sweep_launch_shapes():
@@ -329,7 +329,7 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic, the default is 0x4)",
+    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x8, masked 0x2)",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:
@@ -338,7 +338,7 @@ def sweep_launch_shapes():
         for threads, waves in SWEEP_CONFIGS:
             _C._set_launch_config(threads, waves)
             times.append(time_graph_us(fn, calls_for(c)))
-        _C._set_launch_config(0, 4)
+        _C._set_launch_config(0, 8)
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
     return lines

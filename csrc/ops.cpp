@@ -65,7 +65,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "sgl_quant native extension: registers torch.ops.sgl_quant.* and reports build information";
   m.def("build_info", &build_info, "Version, torch/CUDA it was built with, compiled CUDA archs");
 #if defined(SGL_QUANT_WITH_CUDA)
-  // Benchmarking hook: the launch shape of the CUDA kernels (default: automatic threads, 4 waves).
+  // Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
+  // the grid at waves rounds of resident blocks; defaults in csrc/cuda/quant_cuda.cu).
   m.def("_set_launch_config", &sgl_quant::set_launch_config, pybind11::arg("block_threads"), pybind11::arg("waves"));
 #endif
 }

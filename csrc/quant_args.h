@@ -4,11 +4,44 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdio>
 #include <optional>
+#include <string>
+#include <type_traits>
 
 #include "quant_params.h"
 
 namespace sgl_quant {
+namespace detail {
+
+// Error messages are assembled from strings here: numbers go through std::to_string / snprintf,
+// never through iostreams. Seen on the H200 image (2026-11-29): with its /opt/gcc toolchain the
+// extension carries its own copy of libstdc++'s number formatting, and formatting an integer
+// into c10::str's ostringstream segfaulted, turning every error with a number in it into a crash.
+inline void append(std::string& s, const char* v) { s += v; }
+inline void append(std::string& s, const std::string& v) { s += v; }
+inline void append(std::string& s, at::ScalarType v) { s += c10::toString(v); }
+inline void append(std::string& s, const at::Device& v) { s += v.str(); }
+inline void append(std::string& s, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  s += buf;
+}
+template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+void append(std::string& s, T v) {
+  s += std::to_string(v);
+}
+template <typename... Args>
+std::string message(const Args&... args) {
+  std::string s;
+  (append(s, args), ...);
+  return s;
+}
+
+}  // namespace detail
+
+// TORCH_CHECK with a message built by detail::message (evaluated only when the check fails).
+#define SGLQ_CHECK(cond, ...) TORCH_CHECK(cond, ::sgl_quant::detail::message(__VA_ARGS__))
 
 // Validates the arguments of sgl_quant::per_token_group_quant_8bit_v2 and describes the problem.
 // Returns params with num_groups() == 0 when there is nothing to do (M == 0, E == 0 or H == 0).

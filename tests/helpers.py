@@ -86,8 +86,9 @@ def expected_v2(x, group_size, out_dtype, layout, silu=False, eps=1e-10):
     return q, ((e + 127) & 0xFF).to(torch.uint8) if packed else s
 
 
-def compare(actual, expected, valid, *, codes_exact, scales_exact, max_code_fraction=1e-3, what=""):
-    """Codes: identical, or at most one code step apart on at most max_code_fraction of them.
+def compare(actual, expected, valid, *, codes_exact, scales_exact, max_code_fraction=1e-3, extra_allowed=0, what=""):
+    """Codes: identical, or at most one code step apart on at most max_code_fraction of them
+    (plus extra_allowed codes).
     Scales: identical bits, or (inexact paths) equal up to one rounding step of the activation.
     Returns (number of codes differing, number of codes compared, largest step)."""
     aq, as_ = actual[:2]
@@ -99,7 +100,8 @@ def compare(actual, expected, valid, *, codes_exact, scales_exact, max_code_frac
         assert diff == 0, f"{what}: {diff} of {n} codes differ (largest {worst} steps), expected bit-exact"
     else:
         assert worst <= 1, f"{what}: a code is {worst} steps off (bound: 1)"
-        assert diff <= max(1, max_code_fraction * n), f"{what}: {diff} of {n} codes one step off (bound {max_code_fraction:.2%})"
+        bound = max(1, max_code_fraction * n + extra_allowed)
+        assert diff <= bound, f"{what}: {diff} of {n} codes one step off (bound {bound:.0f})"
     a, e = as_[valid], es[valid]
     if as_.dtype == torch.uint8:
         sd = (a.to(torch.int32) - e.to(torch.int32)).abs()

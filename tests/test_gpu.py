@@ -42,8 +42,14 @@ def test_cuda_matches_cpu(dtype, out, layout, group_size, silu, masked):
                      masked_m=None if masked_m is None else masked_m.cuda())
         cpu = run_v2(x, group_size, out, layout, silu=silu, masked_m=masked_m)
         exact = gpu_codes_exact(layout, silu)
+        # int8 with float scales: the group's largest element lands on v * y ~ 127, where truncation
+        # flips 127 <-> 126 whenever the kernel's fast reciprocal and the CPU's 1/amax differ by an ulp;
+        # with 16 or 32 elements per group that alone reaches ~0.5% of the codes (seen on the H200).
+        # Allow it for up to 15% of the groups, on top of the 0.2% bound for the other codes.
+        groups = int(gpu[2].sum()) * (k // (2 if silu else 1)) // group_size
+        extra = 0.15 * groups if out == torch.int8 and not LAYOUTS[layout][2] else 0
         compare(gpu, cpu[:2], gpu[2], codes_exact=exact, scales_exact=not silu, max_code_fraction=2e-3,
-                what=f"{tuple(x.shape)} seed {seed}")
+                extra_allowed=extra, what=f"{tuple(x.shape)} seed {seed}")
 
 
 def test_masked_many_experts_any_group_count():

@@ -24,9 +24,13 @@ SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(256, SGLQ_DECLARE_LAUNCHER)
 namespace {
 
 // Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
+// Defaults from the benchmark's launch-shape sweep on an H200 (2026-11-29): a persistent grid of
+// one wave lost ~15% at M=16384 (DRAM phases of the warps line up); 8 waves was best for dense
+// problems; masked problems pay a prefix sum per block, so fewer, longer-lived blocks (2 waves).
 struct LaunchTuning {
   int block_threads = 0;  // 0: automatic (see LaunchOptions)
-  int waves = 4;          // measured on H200 (benchmark sweep): 1 wave loses ~15% at large M
+  int waves = 8;
+  int masked_waves = 2;
 };
 LaunchTuning g_tuning;
 
@@ -80,7 +84,7 @@ cudaError_t dispatch_group_size(const QuantParams& p, const LaunchOptions& o) {
 }
 
 void launch(const QuantParams& p, const at::Tensor& input, const at::Tensor& output_q, bool enable_pdl) {
-  TORCH_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
+  SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
   if (p.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
   const c10::cuda::CUDAGuard guard(input.device());
   const int device = input.get_device();
@@ -90,7 +94,7 @@ void launch(const QuantParams& p, const at::Tensor& input, const at::Tensor& out
   o.device = device;
   o.num_sms = info.num_sms;
   o.block_threads = g_tuning.block_threads;
-  o.waves = g_tuning.waves;
+  o.waves = p.masked_m != nullptr ? g_tuning.masked_waves : g_tuning.waves;
   o.pdl = enable_pdl && info.supports_pdl;
   const bool bf16 = input.scalar_type() == at::kBFloat16;
   const bool fp8 = output_q.scalar_type() == at::kFloat8_e4m3fn;
@@ -121,12 +125,12 @@ void per_token_group_quant_fp8_dsv4_cuda(const at::Tensor& input, at::Tensor& ou
 }  // namespace
 
 void set_launch_config(int block_threads, int waves) {
-  TORCH_CHECK(block_threads == 0 || (block_threads >= 32 && block_threads <= kMaxBlockThreads && block_threads % 32 == 0),
+  SGLQ_CHECK(block_threads == 0 || (block_threads >= 32 && block_threads <= kMaxBlockThreads && block_threads % 32 == 0),
               "block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads, "], got ",
               block_threads);
-  TORCH_CHECK(waves >= 1 && waves <= 64, "waves must be in [1, 64], got ", waves);
+  SGLQ_CHECK(waves >= 1 && waves <= 64, "waves must be in [1, 64], got ", waves);
   g_tuning.block_threads = block_threads;
-  g_tuning.waves = waves;
+  g_tuning.waves = g_tuning.masked_waves = waves;
 }
 
 TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
