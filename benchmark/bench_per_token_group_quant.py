@@ -318,7 +318,7 @@ def dsv4_baselines(c, n):
     return dict(unfused_us=time_graph_us(unfused, n), plain_v2_us=time_graph_us(plain, n))
 
 
-SWEEP_CONFIGS = [(0, 8), (0, 2), (256, 1), (256, 4), (256, 8), (256, 16), (128, 8), (128, 16), (512, 4), (512, 8)]
+SWEEP_CONFIGS = [(0, 16), (0, 2), (256, 1), (256, 4), (256, 8), (256, 16), (128, 8), (128, 16), (512, 8), (512, 16)]
 
 
 def sweep_launch_shapes():
@@ -329,16 +329,16 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x8, masked 0x2)",
+    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x16, masked 0x2)",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:
         fn = build(c, "cuda", False)
         times = []
         for threads, waves in SWEEP_CONFIGS:
-            _C._set_launch_config(threads, waves)
+            _C._set_launch_config(threads, waves, waves)
             times.append(time_graph_us(fn, calls_for(c)))
-        _C._set_launch_config(0, 8)
+        _C._set_launch_config(0, 16, 2)  # the defaults
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
     return lines

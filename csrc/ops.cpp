@@ -35,7 +35,7 @@ TORCH_LIBRARY(sgl_quant, m) {
 
 #if defined(SGL_QUANT_WITH_CUDA)
 namespace sgl_quant {
-void set_launch_config(int block_threads, int waves);  // csrc/cuda/quant_cuda.cu
+void set_launch_config(int block_threads, int waves, int masked_waves);  // csrc/cuda/quant_cuda.cu
 }
 #endif
 
@@ -67,6 +67,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #if defined(SGL_QUANT_WITH_CUDA)
   // Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
   // the grid at waves rounds of resident blocks; defaults in csrc/cuda/quant_cuda.cu).
-  m.def("_set_launch_config", &sgl_quant::set_launch_config, pybind11::arg("block_threads"), pybind11::arg("waves"));
+  m.def("_set_launch_config", &sgl_quant::set_launch_config, pybind11::arg("block_threads"), pybind11::arg("waves"),
+        pybind11::arg("masked_waves"));
 #endif
 }

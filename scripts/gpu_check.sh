@@ -5,6 +5,7 @@
 #
 #   scripts/gpu_check.sh            # everything
 #   STEPS="build bench" scripts/gpu_check.sh
+#   STEPS="build tests bench" TEST_FILES="test_golden" BENCH_ARGS="--quick" scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_out}
@@ -36,7 +37,7 @@ $PY -m sgl_quant info >>"$OUT/summary.txt" 2>&1
 if [[ " $STEPS " == *" tests "* ]]; then
   # one pytest process per file, so that a crash in one cannot hide the results of the others
   t0=$(date +%s); : >"$OUT/tests.log"; crashed=0
-  for f in test_errors test_golden test_gpu test_torch_integration test_dsv4 test_cpu_ops; do
+  for f in ${TEST_FILES:-test_errors test_golden test_gpu test_torch_integration test_dsv4 test_cpu_ops}; do
     echo "== tests/$f.py" >>"$OUT/tests.log"
     timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs -p no:cacheprovider >>"$OUT/tests.log" 2>&1
     rc=$?; echo "rc=$rc" >>"$OUT/tests.log"; [[ $rc == 139 ]] && crashed=1

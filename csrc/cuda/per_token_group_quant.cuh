@@ -304,7 +304,7 @@ struct LaunchOptions {
   int device = 0;
   int num_sms = 1;
   int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for small problems, else 256
-  int waves = 8;          // the grid is capped at waves * (resident blocks per SM) * SMs
+  int waves = 16;         // the grid is capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
 };
 

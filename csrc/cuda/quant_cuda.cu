@@ -24,12 +24,13 @@ SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(256, SGLQ_DECLARE_LAUNCHER)
 namespace {
 
 // Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
-// Defaults from the benchmark's launch-shape sweep on an H200 (2026-11-29): a persistent grid of
-// one wave lost ~15% at M=16384 (DRAM phases of the warps line up); 8 waves was best for dense
-// problems; masked problems pay a prefix sum per block, so fewer, longer-lived blocks (2 waves).
+// Defaults from the benchmark's launch-shape sweeps on an H200 (2026-11-29, benchmark/NOTES.md):
+// a persistent grid of one wave lost ~10% at M=16384 (the warps' DRAM phases line up); 16 waves
+// was best for large dense problems; masked problems pay a prefix sum per block, so fewer,
+// longer-lived blocks (2 waves) win there.
 struct LaunchTuning {
   int block_threads = 0;  // 0: automatic (see LaunchOptions)
-  int waves = 8;
+  int waves = 16;
   int masked_waves = 2;
 };
 LaunchTuning g_tuning;
@@ -124,13 +125,15 @@ void per_token_group_quant_fp8_dsv4_cuda(const at::Tensor& input, at::Tensor& ou
 
 }  // namespace
 
-void set_launch_config(int block_threads, int waves) {
+void set_launch_config(int block_threads, int waves, int masked_waves) {
   SGLQ_CHECK(block_threads == 0 || (block_threads >= 32 && block_threads <= kMaxBlockThreads && block_threads % 32 == 0),
               "block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads, "], got ",
               block_threads);
   SGLQ_CHECK(waves >= 1 && waves <= 64, "waves must be in [1, 64], got ", waves);
   g_tuning.block_threads = block_threads;
-  g_tuning.waves = g_tuning.masked_waves = waves;
+  SGLQ_CHECK(masked_waves >= 1 && masked_waves <= 64, "masked_waves must be in [1, 64], got ", masked_waves);
+  g_tuning.waves = waves;
+  g_tuning.masked_waves = masked_waves;
 }
 
 TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
