@@ -7,9 +7,9 @@ Environment:
   CUDA_HOME             CUDA toolkit root; derived from nvcc when unset (also through wrapper scripts).
   SGL_QUANT_CPU_ONLY=1  build the CPU implementation only.
 """
+import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,31 +23,14 @@ def log(msg):
     print(f"[sgl_quant build] {msg}", file=sys.stderr, flush=True)
 
 
-def find_cuda_home():
-    """The real toolkit root. `nvcc` on PATH may be a wrapper script (`exec /opt/cuda/bin/nvcc "$@"`),
-    which makes torch guess `<wrapper dir>/..`; follow links and wrapper scripts instead."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            return os.environ[var]
-    nvcc = shutil.which("nvcc")
-    candidates = []
-    if nvcc:
-        real = os.path.realpath(nvcc)
-        candidates.append(Path(real).parent.parent)
-        try:
-            head = Path(real).read_bytes()[:4096]
-            if head.startswith(b"#!"):
-                for m in re.finditer(rb"(/[^\s\"']+)/bin/nvcc", head):
-                    candidates.insert(0, Path(m.group(1).decode()))
-        except OSError:
-            pass
-    candidates += [Path("/usr/local/cuda")] + sorted(Path("/usr/local").glob("cuda-*"), reverse=True)
-    for c in candidates:
-        if (c / "bin" / "nvcc").is_file() and (c / "include" / "cuda_runtime.h").is_file():
-            return str(c)
-    return None
+def _load_find_cuda_home():
+    spec = importlib.util.spec_from_file_location("find_cuda_home", ROOT / "scripts" / "find_cuda_home.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.find_cuda_home
 
 
+find_cuda_home = _load_find_cuda_home()
 cuda_home = find_cuda_home()
 if cuda_home:
     os.environ["CUDA_HOME"] = cuda_home  # read by torch.utils.cpp_extension at import time

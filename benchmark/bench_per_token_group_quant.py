@@ -410,11 +410,10 @@ def plot(result, path):
         return False
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for h in (4096, 7168):
-        series = [r for r in result["rows"] if r["kind"] == "dense" and r["h"] == h and r["name"].endswith("col_f32")
-                  and "-silu" not in r["name"]]
+        series = sorted((r for r in result["rows"] if r["kind"] == "dense" and r["h"] == h
+                         and r["name"].endswith("col_f32") and "-silu" not in r["name"]), key=lambda r: r["m"])
         if not series:
             continue
-        ms = [r["m"] for r in series]
         for key, label in (("us", "sgl_quant"), ("torch_compile_us", "torch.compile"), ("triton_us", "Triton")):
             pts = [(r["m"], r[key]) for r in series if r.get(key)]
             if pts:
@@ -428,7 +427,6 @@ def plot(result, path):
                        for r in series if r.get(key)]
                 if pts:
                     axes[1].plot(*zip(*pts), marker="o", label=f"{label} H={h}")
-        del ms
     for ax, ylabel in zip(axes, ("µs (CUDA graph replay, median)", "% of copy-bandwidth roofline")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("M (tokens), bf16 -> fp8, group 128, column-major fp32 scales")
