@@ -11,7 +11,6 @@ and bench.png (time and % roofline vs M). Without a GPU it times the CPU impleme
 """
 import argparse
 import json
-import math
 import statistics
 import sys
 import time

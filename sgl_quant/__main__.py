@@ -1,5 +1,4 @@
 """python -m sgl_quant info | bench [args] | selftest"""
-import hashlib
 import json
 import subprocess
 import sys
@@ -24,51 +23,23 @@ def bench(args):
     return subprocess.call([sys.executable, str(script), *args])
 
 
-def _digest(t):
-    out = torch.empty(t.shape, dtype=t.dtype)
-    out.copy_(t)
-    return hashlib.sha256(out.view(torch.uint8).numpy().tobytes()).hexdigest()
-
-
 def selftest():
     """A few golden cases of the reference kernel on every available device: CUDA must match all of them
     byte for byte; the CPU implementation the ones SPEC §1.1 calls exact (UE8M0 codes, DSV4)."""
     import sgl_quant
-    from sgl_quant.testing import make_input
+    from sgl_quant.testing import golden_cpu_exact, run_golden_case, sha256_of
     cases = json.loads((Path(__file__).resolve().parent / "selftest_golden.json").read_text())["cases"]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() and sgl_quant.build_info()["cuda_kernels"] else [])
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    flags = {"row_f32": (False, False, False), "col_f32_tma": (True, True, False), "col_ue8m0": (True, True, True)}
     failed = checked = 0
     for device in devices:
-        for c in cases:
-            exact_on_cpu = c["op"] == "dsv4" or (c["scale"] == "col_ue8m0" and not (c["silu"] and c["dtype"] == "fp16"))
-            if device == "cpu" and not exact_on_cpu:
+        for case in cases:
+            if device == "cpu" and not golden_cpu_exact(case):
                 continue
-            dt = dtypes[c["dtype"]]
-            if c["op"] == "dsv4":
-                x = make_input((c["tokens"], c["heads"], c["hidden"]), dt, seed=c["seed"], device=device)
-                q, s = sgl_quant.per_token_group_quant_fp8_dsv4(x)
-                q, s = q.cpu(), s.cpu()
-            else:
-                k = c["hidden"] * (2 if c["silu"] else 1)
-                masked = c.get("masked")
-                shape = (masked["experts"], masked["tokens_pad"], k) if masked else (c["tokens"], k)
-                x = make_input(shape, dt, seed=c["seed"], device=device)
-                mm = torch.tensor(masked["masked_m"], dtype=torch.int32, device=device) if masked else None
-                fn = sgl_quant.per_token_group_quant_fp8 if c["out"] == "fp8" else sgl_quant.per_token_group_quant_int8
-                col, tma, ue8m0 = flags[c["scale"]]
-                q, s = fn(x, c["group_size"], column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0,
-                          fuse_silu_and_mul=c["silu"], masked_m=mm)
-                q, s = q.cpu(), s.cpu()
-                if masked:
-                    n = masked["masked_m"]
-                    q = torch.cat([q[e, :n[e]] for e in range(len(n))])
-                    s = torch.cat([s[e, :n[e]] for e in range(len(n))])
-            ok = _digest(q) == c["q_sha256"] and _digest(s) == c["s_sha256"]
+            q, s = run_golden_case(case, device)
+            ok = sha256_of(q) == case["q_sha256"] and sha256_of(s) == case["s_sha256"]
             checked += 1
             failed += not ok
-            print(f"{'PASS' if ok else 'FAIL'} {device:4} golden case {c['id']}")
+            print(f"{'PASS' if ok else 'FAIL'} {device:4} golden case {case['id']}")
     print(f"selftest: {checked - failed}/{checked} golden cases passed on {', '.join(devices)}")
     return 1 if failed else 0
 

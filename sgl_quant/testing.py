@@ -5,6 +5,7 @@ values are an integer hash of the element index (exact int64 arithmetic), scaled
 chosen per 128-element block (magnitudes about 2^-12 .. 2^4; about one block in 23 is all zeros),
 rounded once to the target dtype. Used by the tests, the benchmark and ``python -m sgl_quant selftest``.
 """
+import hashlib
 import math
 
 import torch
@@ -44,3 +45,62 @@ def make_masked_m(num_experts, tokens_pad, seed=0, device="cpu") -> torch.Tensor
     if num_experts > 1:
         m[-1] = tokens_pad
     return m.to(torch.int32)
+
+
+# ------------------------------------------------------------------------------------------------
+# Golden cases (tests/golden/golden.json, sgl_quant/selftest_golden.json)
+
+GOLDEN_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+GOLDEN_LAYOUT_FLAGS = {  # "scale" -> (column_major_scales, scale_tma_aligned, scale_ue8m0)
+    "row_f32": (False, False, False),
+    "col_f32_tma": (True, True, False),
+    "col_ue8m0": (True, True, True),
+}
+
+
+def c_order_copy(t: torch.Tensor) -> torch.Tensor:
+    """A CPU copy in C order with plain strides (also for size-1 dimensions)."""
+    out = torch.empty(t.shape, dtype=t.dtype)
+    out.copy_(t)
+    return out
+
+
+def sha256_of(t: torch.Tensor) -> str:
+    return hashlib.sha256(c_order_copy(t).view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def run_golden_case(case, device):
+    """sgl_quant's (codes, scales) for a golden case, as the bytes its hashes cover: C-order codes and
+    the scales' logical view; masked cases keep the valid rows of each expert, in expert order."""
+    import sgl_quant
+
+    dtype = GOLDEN_DTYPES[case["dtype"]]
+    if case["op"] == "dsv4":
+        x = make_input((case["tokens"], case["heads"], case["hidden"]), dtype, seed=case["seed"], device=device)
+        q, s = sgl_quant.per_token_group_quant_fp8_dsv4(x)
+        return c_order_copy(q.cpu()), c_order_copy(s.cpu())
+    k = case["hidden"] * (2 if case["silu"] else 1)
+    masked = case.get("masked")
+    shape = (masked["experts"], masked["tokens_pad"], k) if masked else (case["tokens"], k)
+    x = make_input(shape, dtype, seed=case["seed"], device=device)
+    masked_m = torch.tensor(masked["masked_m"], dtype=torch.int32, device=device) if masked else None
+    col, tma, ue8m0 = GOLDEN_LAYOUT_FLAGS[case["scale"]]
+    fn = sgl_quant.per_token_group_quant_fp8 if case["out"] == "fp8" else sgl_quant.per_token_group_quant_int8
+    q, s = fn(x, case["group_size"], column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0,
+              fuse_silu_and_mul=case["silu"], masked_m=masked_m)
+    q, s = c_order_copy(q.cpu()), c_order_copy(s.cpu())
+    if masked:
+        counts = masked["masked_m"]
+        q = torch.cat([q[e, :counts[e]] for e in range(len(counts))])
+        s = torch.cat([s[e, :counts[e]] for e in range(len(counts))])
+    return q, s
+
+
+def golden_cpu_exact(case) -> bool:
+    """SPEC §1.1: whether the CPU implementation is bit-exact with the CUDA reference kernel here
+    (UE8M0 codes, plain or fused SiLU in bf16; DSV4). Scales are exact everywhere."""
+    if case["op"] == "dsv4":
+        return True
+    if case["scale"] != "col_ue8m0":
+        return False  # float-scale codes: the kernel's fast-math division
+    return not (case["silu"] and case["dtype"] == "fp16")  # fused SiLU in fp16: the kernel's fast exp

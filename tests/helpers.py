@@ -2,7 +2,7 @@
 import torch
 
 import sgl_quant
-from reference import FP8, code_steps, packed_bytes, packed_exponent_bytes, reference_quant
+from reference import code_steps, packed_bytes, packed_exponent_bytes, reference_quant
 
 POISON = 0x55
 # name -> (column-major, TMA-aligned, UE8M0, packed int32)

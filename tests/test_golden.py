@@ -8,7 +8,6 @@ one step off on a small fraction: the bound checked here is at most one step per
 are not stored can only be checked by hash (their scales are still checked exactly).
 """
 import functools
-import hashlib
 import json
 from pathlib import Path
 
@@ -16,70 +15,21 @@ import numpy as np
 import pytest
 import torch
 
-import sgl_quant
 from conftest import add_summary_line
-from reference import FP8, code_steps
-from sgl_quant.testing import make_input
+from reference import code_steps
+from sgl_quant.testing import golden_cpu_exact as cpu_codes_exact
+from sgl_quant.testing import run_golden_case as run_case
+from sgl_quant.testing import sha256_of as sha256
 
 _HERE = Path(__file__).resolve().parent
 GOLDEN_DIR = next(d for d in (_HERE / "golden", _HERE.parent.parent / "shared" / "golden") if (d / "golden.json").is_file())
 CASES = json.loads((GOLDEN_DIR / "golden.json").read_text())["cases"]
-LAYOUT_FLAGS = {"row_f32": (False, False, False), "col_f32_tma": (True, True, False), "col_ue8m0": (True, True, True)}
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 CPU_CODE_FRACTION_BOUND = 1e-3
 
 
 @functools.lru_cache(maxsize=1)
 def golden_bytes():
     return np.load(GOLDEN_DIR / "golden_small.npz")
-
-
-def sha256(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-
-
-def plain_copy(t: torch.Tensor) -> torch.Tensor:
-    out = torch.empty(t.shape, dtype=t.dtype)  # C order, also for size-1 dimensions
-    out.copy_(t)
-    return out
-
-
-def run_case(case, device):
-    """The op's (codes, scales) for a golden case, as the bytes the hashes cover: C-order codes and the
-    scales' logical view; masked: valid rows of each expert, in expert order."""
-    dtype = DTYPES[case["dtype"]]
-    if case["op"] == "dsv4":
-        x = make_input((case["tokens"], case["heads"], case["hidden"]), dtype, seed=case["seed"]).to(device)
-        q, s = sgl_quant.per_token_group_quant_fp8_dsv4(x)
-        return plain_copy(q.cpu()), plain_copy(s.cpu())
-    h, silu = case["hidden"], case["silu"]
-    k = 2 * h if silu else h
-    masked = case.get("masked")
-    if masked:
-        x = make_input((masked["experts"], masked["tokens_pad"], k), dtype, seed=case["seed"])
-        masked_m = torch.tensor(masked["masked_m"], dtype=torch.int32, device=device)
-    else:
-        x = make_input((case["tokens"], k), dtype, seed=case["seed"])
-        masked_m = None
-    col, tma, ue8m0 = LAYOUT_FLAGS[case["scale"]]
-    fn = sgl_quant.per_token_group_quant_fp8 if case["out"] == "fp8" else sgl_quant.per_token_group_quant_int8
-    q, s = fn(x.to(device), case["group_size"], column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0,
-              fuse_silu_and_mul=silu, masked_m=masked_m)
-    q, s = q.cpu(), plain_copy(s.cpu())
-    if masked:
-        counts = masked["masked_m"]
-        q = torch.cat([q[e, :counts[e]] for e in range(len(counts))])
-        s = torch.cat([s[e, :counts[e]] for e in range(len(counts))])
-    return q, s
-
-
-def cpu_codes_exact(case) -> bool:
-    """SPEC §1.1: where the CPU implementation is bit-exact with the CUDA reference kernel."""
-    if case["op"] == "dsv4":
-        return True
-    if case["scale"] != "col_ue8m0":
-        return False  # float-scale codes: the kernel's fast-math division
-    return not (case["silu"] and case["dtype"] == "fp16")  # fused SiLU in fp16: the kernel's fast exp
 
 
 def case_id(case):
