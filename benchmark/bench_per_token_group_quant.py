@@ -374,12 +374,16 @@ COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>9.2f}"), ("us_pdl", "µ
            ("spec_reference_us", "ref µs*", "{:>8.2f}"), ("spec_target_us", "target", "{:>7.2f}")]
 
 
+def _width(fmt):
+    """Field width of a format such as "{:>9.2f}" -> 9."""
+    return int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0])
+
+
 def format_row(r):
     cells = []
     for key, _, fmt in COLUMNS:
         v = r.get(key)
-        width = int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0] or 8)
-        cells.append(fmt.format(v) if v is not None else " " * width)
+        cells.append(fmt.format(v) if v is not None else " " * _width(fmt))
     ratios = []
     for key, label in (("torch_compile_us", "compile"), ("triton_us", "triton"), ("unfused_us", "unfused"),
                        ("plain_v2_us", "plainv2"), ("spec_reference_us", "ref*")):
@@ -394,8 +398,7 @@ def format_row(r):
 def header():
     cells = []
     for _, title, fmt in COLUMNS:
-        width = int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0] or 8)
-        cells.append(title.ljust(width) if fmt.startswith("{:<") else title.rjust(width))
+        cells.append(title.ljust(_width(fmt)) if fmt.startswith("{:<") else title.rjust(_width(fmt)))
     return " ".join(cells)
 
 

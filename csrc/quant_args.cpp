@@ -4,21 +4,11 @@
 
 #include <cmath>
 #include <limits>
-#include <string>
 
 namespace sgl_quant {
 namespace {
 
 constexpr int64_t kVectorBytes = 16;  // the kernels move data in 16-byte vectors
-
-// "[a, b, c]" without going through operator<< of ArrayRef (keeps error paths trivial).
-std::string list_str(at::IntArrayRef v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-std::string shape_str(const at::Tensor& t) { return list_str(t.sizes()); }
-std::string strides_str(const at::Tensor& t) { return list_str(t.strides()); }
 
 bool is_aligned(const at::Tensor& t, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(bytes) == 0;
@@ -26,24 +16,24 @@ bool is_aligned(const at::Tensor& t, int64_t bytes) {
 
 void check_same_device(const char* op, const at::Tensor& input, const at::Tensor& t, const char* name) {
   SGLQ_CHECK(t.device() == input.device(), op, ": ", name, " must be on the same device as input (",
-              input.device(), "), got ", t.device());
+             input.device(), "), got ", t.device());
 }
 
 // input: bf16/fp16, last dim contiguous, other strides and the base pointer 16-byte aligned.
 void check_input(const char* op, const at::Tensor& input) {
   SGLQ_CHECK(input.scalar_type() == at::kBFloat16 || input.scalar_type() == at::kHalf, op,
-              ": input must be bfloat16 or float16, got ", input.scalar_type());
+             ": input must be bfloat16 or float16, got ", input.scalar_type());
   if (input.numel() == 0) return;  // nothing is read: strides and alignment do not matter
   SGLQ_CHECK(input.size(-1) <= 1 || input.stride(-1) == 1, op,
-              ": input's last dimension must be contiguous (stride 1), got strides ", strides_str(input));
+             ": input's last dimension must be contiguous (stride 1), got strides ", input.strides());
   const int64_t elems_per_vector = kVectorBytes / static_cast<int64_t>(input.element_size());
   for (int64_t d = 0; d + 1 < input.dim(); ++d) {
     SGLQ_CHECK(input.size(d) <= 1 || (input.stride(d) >= 0 && input.stride(d) % elems_per_vector == 0), op,
-                ": input's stride ", input.stride(d), " of dimension ", d, " must be a non-negative multiple of ",
-                elems_per_vector, " elements (16 bytes); got strides ", strides_str(input));
+               ": input's stride ", input.stride(d), " of dimension ", d, " must be a non-negative multiple of ",
+               elems_per_vector, " elements (16 bytes); got strides ", input.strides());
   }
   SGLQ_CHECK(is_aligned(input, kVectorBytes), op,
-              ": input.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector loads)");
+             ": input.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector loads)");
 }
 
 // output_q: contiguous, the given shape, 16-byte aligned.
@@ -51,11 +41,11 @@ void check_output_q(const char* op, const at::Tensor& input, const at::Tensor& o
                     at::IntArrayRef expected_shape) {
   SGLQ_CHECK(output_q.defined(), op, ": output_q is undefined");
   check_same_device(op, input, output_q, "output_q");
-  SGLQ_CHECK(output_q.sizes() == expected_shape, op, ": output_q must have shape ", list_str(expected_shape), ", got ",
-              shape_str(output_q));
-  SGLQ_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", strides_str(output_q));
+  SGLQ_CHECK(output_q.sizes() == expected_shape, op, ": output_q must have shape ", expected_shape, ", got ",
+             output_q.sizes());
+  SGLQ_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", output_q.strides());
   SGLQ_CHECK(output_q.numel() == 0 || is_aligned(output_q, kVectorBytes), op,
-              ": output_q.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector stores)");
+             ": output_q.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector stores)");
 }
 
 // Extent in elements covered by the last two dims of t (0 if empty).
@@ -83,11 +73,11 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
   constexpr const char* op = "sgl_quant.per_token_group_quant_8bit_v2";
   SGLQ_CHECK(input.defined(), op, ": input is undefined");
   SGLQ_CHECK(input.dim() == 2 || input.dim() == 3, op, ": input must be 2-D [M, H] or 3-D [E, M, H], got shape ",
-              shape_str(input));
+             input.sizes());
   check_input(op, input);
   const bool masked = masked_m.has_value() && masked_m->defined();
   SGLQ_CHECK(!masked || input.dim() == 3, op, ": masked_m requires a 3-D input [E, M_pad, H], got shape ",
-              shape_str(input));
+             input.sizes());
 
   bool group_size_ok = false;
   for (int gs : kGroupSizes) group_size_ok |= (group_size == gs);
@@ -95,10 +85,10 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
 
   const int64_t in_last = input.size(-1);
   SGLQ_CHECK(!fuse_silu_and_mul || in_last % 2 == 0, op,
-              ": with fuse_silu_and_mul=True input's last dimension must be 2*H (even), got ", in_last);
+             ": with fuse_silu_and_mul=True input's last dimension must be 2*H (even), got ", in_last);
   const int64_t hidden = fuse_silu_and_mul ? in_last / 2 : in_last;
   SGLQ_CHECK(hidden % group_size == 0, op, ": hidden size H=", hidden, " must be divisible by group_size=",
-              group_size, fuse_silu_and_mul ? " (H is half of input's last dimension with fuse_silu_and_mul)" : "");
+             group_size, fuse_silu_and_mul ? " (H is half of input's last dimension with fuse_silu_and_mul)" : "");
   SGLQ_CHECK(hidden <= std::numeric_limits<int32_t>::max(), op, ": hidden size H=", hidden, " is too large");
   const int64_t groups = hidden / group_size;
 
@@ -107,45 +97,45 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
   check_output_q(op, input, output_q, q_shape);
   const bool is_fp8 = output_q.scalar_type() == at::kFloat8_e4m3fn;
   SGLQ_CHECK(is_fp8 || output_q.scalar_type() == at::kChar, op,
-              ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
+             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
   const double lo = is_fp8 ? Fp8Range::kMin : Int8Range::kMin;
   const double hi = is_fp8 ? Fp8Range::kMax : Int8Range::kMax;
   SGLQ_CHECK(min_8bit == lo && max_8bit == hi, op, ": min_8bit/max_8bit must equal the range of output_q's dtype ",
-              output_q.scalar_type(), " (", lo, ", ", hi, "), got (", min_8bit, ", ", max_8bit, ")");
+             output_q.scalar_type(), " (", lo, ", ", hi, "), got (", min_8bit, ", ", max_8bit, ")");
 
   SGLQ_CHECK(std::isfinite(eps) && eps >= kMinEps && std::isfinite(static_cast<float>(eps)), op,
-              ": eps must be a finite float >= 2^-100 (~7.9e-31), got ", eps);
+             ": eps must be a finite float >= 2^-100 (~7.9e-31), got ", eps);
 
   // output_s: dtype, shape and layout (SPEC §2).
   SGLQ_CHECK(output_s.defined(), op, ": output_s is undefined");
   check_same_device(op, input, output_s, "output_s");
   const bool packed = output_s.scalar_type() == at::kInt;
   SGLQ_CHECK(packed || output_s.scalar_type() == at::kFloat, op,
-              ": output_s must be float32 (scales) or int32 (packed UE8M0 scales), got ", output_s.scalar_type());
+             ": output_s must be float32 (scales) or int32 (packed UE8M0 scales), got ", output_s.scalar_type());
   SGLQ_CHECK(!packed || scale_ue8m0, op, ": int32 output_s holds packed UE8M0 scales and needs scale_ue8m0=True");
   SGLQ_CHECK(output_s.dim() == input.dim(), op, ": output_s must have ", input.dim(), " dimensions like input, got shape ",
-              shape_str(output_s));
+             output_s.sizes());
   std::vector<int64_t> s_shape = input.sizes().vec();
   s_shape.back() = packed ? (groups + 3) / 4 : groups;
-  SGLQ_CHECK(output_s.sizes() == at::IntArrayRef(s_shape), op, ": output_s must have shape ", list_str(s_shape),
-              packed ? " (ceil(G/4) packed words per row)" : " (one scale per group)", ", got ", shape_str(output_s));
+  SGLQ_CHECK(output_s.sizes() == at::IntArrayRef(s_shape), op, ": output_s must have shape ", at::IntArrayRef(s_shape),
+             packed ? " (ceil(G/4) packed words per row)" : " (one scale per group)", ", got ", output_s.sizes());
   for (int64_t d = 0; d < output_s.dim(); ++d) {
-    SGLQ_CHECK(output_s.stride(d) >= 0, op, ": output_s must not have negative strides, got ", strides_str(output_s));
+    SGLQ_CHECK(output_s.stride(d) >= 0, op, ": output_s must not have negative strides, got ", output_s.strides());
   }
   if (packed) {
     SGLQ_CHECK((output_s.size(-2) <= 1 || output_s.stride(-2) == 1) &&
                     (output_s.size(-1) <= 1 || output_s.stride(-1) >= output_s.size(-2)),
-                op, ": packed UE8M0 output_s must be column-major (strides (1, >= M)) as create_scale_tensor makes it, "
-                "got strides ", strides_str(output_s));
+               op, ": packed UE8M0 output_s must be column-major (strides (1, >= M)) as create_scale_tensor makes it, "
+               "got strides ", output_s.strides());
   } else {
     SGLQ_CHECK(is_plain_matrix(output_s), op,
-                ": output_s must be row-major (strides (>= G, 1)) or column-major (strides (1, >= M)) in its last two "
-                "dimensions, got strides ", strides_str(output_s));
+               ": output_s must be row-major (strides (>= G, 1)) or column-major (strides (1, >= M)) in its last two "
+               "dimensions, got strides ", output_s.strides());
   }
   if (output_s.dim() == 3 && output_s.size(0) > 1) {
     SGLQ_CHECK(output_s.stride(0) >= inner_span(output_s), op,
-                ": output_s experts overlap: stride(0)=", output_s.stride(0), " is smaller than one expert's extent ",
-                inner_span(output_s));
+               ": output_s experts overlap: stride(0)=", output_s.stride(0), " is smaller than one expert's extent ",
+               inner_span(output_s));
   }
 
   if (masked) {
@@ -153,11 +143,11 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
     check_same_device(op, input, m, "masked_m");
     SGLQ_CHECK(m.scalar_type() == at::kInt, op, ": masked_m must be int32, got ", m.scalar_type());
     SGLQ_CHECK(m.dim() == 1 && m.size(0) == input.size(0), op, ": masked_m must have shape [E] = [", input.size(0),
-                "], got ", shape_str(m));
+               "], got ", m.sizes());
     SGLQ_CHECK(m.is_contiguous(), op, ": masked_m must be contiguous");
     // the kernels keep a prefix sum of the counts in shared memory (4 bytes per expert, <= 200 KiB)
     SGLQ_CHECK(input.size(0) <= kMaxMaskedExperts, op, ": the masked layout supports at most ", kMaxMaskedExperts,
-                " experts, got ", input.size(0));
+               " experts, got ", input.size(0));
   }
 
   QuantParams p;
@@ -180,7 +170,7 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
   p.scale_kind = packed ? ScaleKind::kPackedUE8M0 : (scale_ue8m0 ? ScaleKind::kFloatUE8M0 : ScaleKind::kFloat);
   p.fuse_silu_and_mul = fuse_silu_and_mul;
   SGLQ_CHECK(p.num_groups() < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
-              "); at most 2^31 - 1 per call");
+             "); at most 2^31 - 1 per call");
   return p;
 }
 
@@ -188,7 +178,7 @@ QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q
   constexpr const char* op = "sgl_quant.per_token_group_quant_fp8_dsv4";
   constexpr int64_t kGroup = 128;
   SGLQ_CHECK(input.defined(), op, ": input is undefined");
-  SGLQ_CHECK(input.dim() == 3, op, ": input must be 3-D [T, G, D], got shape ", shape_str(input));
+  SGLQ_CHECK(input.dim() == 3, op, ": input must be 3-D [T, G, D], got shape ", input.sizes());
   check_input(op, input);
   const int64_t T = input.size(0), Gh = input.size(1), D = input.size(2);
   SGLQ_CHECK(D % kGroup == 0, op, ": input's last dimension D=", D, " must be a multiple of 128");
@@ -196,18 +186,18 @@ QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q
 
   check_output_q(op, input, output_q, input.sizes());
   SGLQ_CHECK(output_q.scalar_type() == at::kFloat8_e4m3fn, op, ": output_q must be float8_e4m3fn, got ",
-              output_q.scalar_type());
+             output_q.scalar_type());
 
   SGLQ_CHECK(output_s.defined(), op, ": output_s is undefined");
   check_same_device(op, input, output_s, "output_s");
   SGLQ_CHECK(output_s.scalar_type() == at::kFloat, op, ": output_s must be float32, got ", output_s.scalar_type());
   const int64_t K = D / kGroup;
   SGLQ_CHECK(output_s.dim() == 3 && output_s.size(0) == T && output_s.size(1) == Gh && output_s.size(2) == K, op,
-              ": output_s must have shape [T, G, D/128] = [", T, ", ", Gh, ", ", K, "], got ", shape_str(output_s));
+             ": output_s must have shape [T, G, D/128] = [", T, ", ", Gh, ", ", K, "], got ", output_s.sizes());
   const bool einsum_layout = (T <= 1 || output_s.stride(0) == K) && (Gh <= 1 || output_s.stride(1) == T * K) &&
                              (K <= 1 || output_s.stride(2) == 1);
   SGLQ_CHECK(output_s.numel() == 0 || einsum_layout, op, ": output_s must have the fp8_einsum layout, strides (D/128, T*D/128, 1) = (", K, ", ", T * K,
-              ", 1), got ", strides_str(output_s));
+             ", 1), got ", output_s.strides());
 
   QuantParams p;
   p.input = input.data_ptr();
@@ -227,7 +217,7 @@ QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q
   p.scale_kind = ScaleKind::kFloatUE8M0;
   p.fuse_silu_and_mul = false;
   SGLQ_CHECK(p.num_groups() < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
-              "); at most 2^31 - 1 per call");
+             "); at most 2^31 - 1 per call");
   return p;
 }
 

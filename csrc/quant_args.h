@@ -22,6 +22,11 @@ inline void append(std::string& s, const char* v) { s += v; }
 inline void append(std::string& s, const std::string& v) { s += v; }
 inline void append(std::string& s, at::ScalarType v) { s += c10::toString(v); }
 inline void append(std::string& s, const at::Device& v) { s += v.str(); }
+inline void append(std::string& s, at::IntArrayRef v) {  // sizes and strides: "[a, b, c]"
+  s += "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  s += "]";
+}
 inline void append(std::string& s, double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.9g", v);

@@ -83,9 +83,9 @@ __device__ __forceinline__ uint32_t silu_and_mul_pair(uint32_t gate, uint32_t up
 // n / d for 0 <= n < 2^31 with one multiply-high, an add and a shift; the divisor is fixed per
 // launch, so the host computes the magic number once (round-up method, exact for n < 2^31).
 struct FastDivmod {
-  uint32_t divisor = 1, multiplier = 1, shift = 0;
+  uint32_t multiplier = 1, shift = 0;
   FastDivmod() = default;
-  explicit FastDivmod(uint32_t d) : divisor(d) {
+  explicit FastDivmod(uint32_t d) {
     while ((1u << shift) < d) ++shift;
     multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
   }

@@ -127,11 +127,11 @@ void per_token_group_quant_fp8_dsv4_cuda(const at::Tensor& input, at::Tensor& ou
 
 void set_launch_config(int block_threads, int waves, int masked_waves) {
   SGLQ_CHECK(block_threads == 0 || (block_threads >= 32 && block_threads <= kMaxBlockThreads && block_threads % 32 == 0),
-              "block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads, "], got ",
-              block_threads);
+             "block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads, "], got ",
+             block_threads);
   SGLQ_CHECK(waves >= 1 && waves <= 64, "waves must be in [1, 64], got ", waves);
-  g_tuning.block_threads = block_threads;
   SGLQ_CHECK(masked_waves >= 1 && masked_waves <= 64, "masked_waves must be in [1, 64], got ", masked_waves);
+  g_tuning.block_threads = block_threads;
   g_tuning.waves = waves;
   g_tuning.masked_waves = masked_waves;
 }
