@@ -6,6 +6,7 @@
 #   scripts/gpu_check.sh            # everything
 #   STEPS="build bench" scripts/gpu_check.sh
 #   STEPS="build tests bench" TEST_FILES="test_golden" BENCH_ARGS="--quick" scripts/gpu_check.sh
+#   STEPS="build ncu" NCU_CASE=masked scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_out}
@@ -13,6 +14,7 @@ mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-"build tests sanitizer bench"}  # "ncu" adds an Nsight Compute profile (scripts/profile_case.py)
+NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: dense or masked
 BENCH_ARGS=${BENCH_ARGS:-}
 summary=()
 t_start=$(date +%s)
@@ -59,7 +61,7 @@ if [[ " $STEPS " == *" ncu "* ]]; then
   echo "== ncu" >>"$OUT/tools.log"
   timeout 300 "$NCU" --clock-control none -k regex:per_token_group_quant_kernel -c 3 --section SpeedOfLight \
     --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-    $PY scripts/profile_case.py >>"$OUT/tools.log" 2>&1
+    $PY scripts/profile_case.py "$NCU_CASE" >>"$OUT/tools.log" 2>&1
   summary+=("ncu        rc=$?  tools.log")
 fi
 

@@ -1,18 +1,35 @@
-"""Three launches for Nsight Compute (ncu -c 3): M=16384 H=7168 with the default launch shape,
-the same with 1 wave (persistent), and M=1 H=4096."""
+"""Launches for Nsight Compute (ncu -k regex:per_token_group_quant_kernel).
+
+    python scripts/profile_case.py [dense]   # M=16384 H=7168 default shape, same with 1 wave, M=1 H=4096
+    python scripts/profile_case.py masked    # masked SiLU 8x512, 32x256, 256x128 (H=2048, UE8M0 packed)
+"""
+import sys
+
 import torch
 
 import sgl_quant
 from sgl_quant import _C
-from sgl_quant.testing import make_input
+from sgl_quant.testing import make_input, make_masked_m
 
-big = make_input((16384, 7168), torch.bfloat16, seed=1, device="cuda")
-small = make_input((1, 4096), torch.bfloat16, seed=1, device="cuda")
-kw = dict(column_major_scales=True, scale_tma_aligned=True)
-torch.cuda.synchronize()
-sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
-_C._set_launch_config(256, 1, 1)
-sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
-_C._set_launch_config(0, 16, 2)
-sgl_quant.per_token_group_quant_fp8(small, 128, **kw)
+which = sys.argv[1] if len(sys.argv) > 1 else "dense"
+if which == "dense":
+    big = make_input((16384, 7168), torch.bfloat16, seed=1, device="cuda")
+    small = make_input((1, 4096), torch.bfloat16, seed=1, device="cuda")
+    kw = dict(column_major_scales=True, scale_tma_aligned=True)
+    torch.cuda.synchronize()
+    sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
+    _C._set_launch_config(256, 1, 1)
+    sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
+    _C._set_launch_config(0, 16, 2)
+    sgl_quant.per_token_group_quant_fp8(small, 128, **kw)
+elif which == "masked":
+    for e, rows in ((8, 512), (32, 256), (256, 128)):
+        x = make_input((e, rows, 4096), torch.bfloat16, seed=1, device="cuda")
+        masked_m = make_masked_m(e, rows, seed=3, device="cuda")
+        q = torch.empty(e, rows, 2048, dtype=torch.float8_e4m3fn, device="cuda")
+        s = sgl_quant.create_scale_tensor(q.shape, 128, "cuda", True, True, True)
+        sgl_quant.per_token_group_quant_8bit_v2(x, q, s, 128, scale_ue8m0=True, fuse_silu_and_mul=True,
+                                                masked_m=masked_m)
+else:
+    sys.exit(f"unknown case set {which!r}: dense or masked")
 torch.cuda.synchronize()
