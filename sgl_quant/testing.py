@@ -5,6 +5,7 @@ values are an integer hash of the element index (exact int64 arithmetic), scaled
 chosen per 128-element block (magnitudes about 2^-12 .. 2^4; about one block in 23 is all zeros),
 rounded once to the target dtype. Used by the tests, the benchmark and ``python -m sgl_quant selftest``.
 """
+import ctypes
 import hashlib
 import math
 
@@ -66,7 +67,9 @@ def c_order_copy(t: torch.Tensor) -> torch.Tensor:
 
 
 def sha256_of(t: torch.Tensor) -> str:
-    return hashlib.sha256(c_order_copy(t).view(torch.uint8).numpy().tobytes()).hexdigest()
+    """SHA-256 of t's bytes in C order. Reads the memory directly: numpy is not a dependency."""
+    b = c_order_copy(t).view(torch.uint8)
+    return hashlib.sha256(ctypes.string_at(b.data_ptr(), b.numel())).hexdigest()
 
 
 def run_golden_case(case, device):
