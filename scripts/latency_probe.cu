@@ -35,47 +35,6 @@ __global__ void round_trip_kernel(const uint4* in, uint4* out) {
 }
 
 
-// Candidate: one task per sub-warp, no grid-stride loop, no masked branch, 2-D input only; the
-// index math is done before the PDL wait.
-template <int GS>
-__global__ void __launch_bounds__(kMaxBlockThreads) lean_kernel(const KernelArgs args) {
-  using T = __nv_bfloat16;
-  using R = Fp8Range;
-  const QuantParams& p = args.p;
-  constexpr int kTPG = GS / kElemsPerThread;
-  const int sub = threadIdx.x / kTPG, lane = threadIdx.x % kTPG;
-  const int task_raw = blockIdx.x * (blockDim.x / kTPG) + sub;
-  const bool valid = task_raw < args.num_tasks;
-  const int task = valid ? task_raw : args.num_tasks - 1;
-  const int row = args.groups_per_row.div(task);
-  const int g = task - row * p.groups_per_row;
-  const T* src = static_cast<const T*>(p.input) + row * p.in_row_stride + g * GS + lane * 8;
-  uint8_t* dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row) * p.hidden + g * GS + lane * 8;
-  float* sdst = static_cast<float*>(p.output_s) + row * p.s_row_stride + g * p.s_group_stride;
-  pdl_wait_for_producer();
-  pdl_allow_dependents();
-  uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (valid) {
-    const uint4 a = load_input_vec(src), b = load_input_vec(src + GS / 2);
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-  }
-  uint32_t m2 = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) m2 = __vmaxu2(m2, w[j] & 0x7fff7fffu);
-  uint32_t amax_bits = max(m2 & 0xffffu, m2 >> 16) << 16;
-#pragma unroll
-  for (int o = kTPG / 2; o > 0; o /= 2) amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, o));
-  const bool finite = amax_bits < kNonFiniteBits;
-  const float amax = fmaxf(__uint_as_float(amax_bits), p.eps);
-  const float sc = amax * R::kInvMax, y = R::kMax / amax;
-  if (valid) {
-    const uint4 codes = finite ? encode16<T, R>(w, y) : make_uint4(0x7f7f7f7fu, 0x7f7f7f7fu, 0x7f7f7f7fu, 0x7f7f7f7fu);
-    *reinterpret_cast<uint2*>(dst) = make_uint2(codes.x, codes.y);
-    *reinterpret_cast<uint2*>(dst + GS / 2) = make_uint2(codes.z, codes.w);
-    if (lane == 0) *sdst = finite ? sc : __uint_as_float(kNanBits);
-  }
-}
-
 template <typename K, typename... A>
 void launch_ex(K kernel, int grid, int block, cudaStream_t s, bool pdl, A... args) {
   cudaLaunchConfig_t c = {};
@@ -125,98 +84,133 @@ double time_graph(const std::function<void(cudaStream_t)>& fn, int calls, int re
 }
 
 struct Problem {
+  std::string name;
   QuantParams p;
-  KernelArgs lean;
-  int lean_blocks;
+  int waves;
+  void (*launch)(const QuantParams&, const LaunchOptions&);
 };
 
-Problem make_problem(int M, int H) {
-  const int G = H / 128;
-  void *x, *q, *s;
-  const int m_pad = (M + 3) / 4 * 4;
-  CK(cudaMalloc(&x, 2 * M * H));
-  CK(cudaMalloc(&q, M * H));
-  CK(cudaMalloc(&s, 4 * m_pad * G));
-  std::vector<uint16_t> host(M * H);
-  for (int i = 0; i < M * H; ++i) host[i] = static_cast<uint16_t>(0x3f80 + (i * 37 % 251) - 125);  // bf16 near 1
-  CK(cudaMemcpy(x, host.data(), 2 * M * H, cudaMemcpyHostToDevice));
+void* device_bf16(size_t n) {
+  std::vector<uint16_t> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<uint16_t>(0x3f80 + (i * 37 % 251) - 125);  // bf16 near 1
+  void* d;
+  CK(cudaMalloc(&d, 2 * n));
+  CK(cudaMemcpy(d, host.data(), 2 * n, cudaMemcpyHostToDevice));
+  return d;
+}
+
+void* device_zeros(size_t bytes) {
+  void* d;
+  CK(cudaMalloc(&d, bytes));
+  CK(cudaMemset(d, 0, bytes));
+  return d;
+}
+
+template <ScaleKind SK, bool SILU>
+void launch_variant(const QuantParams& p, const LaunchOptions& o) {
+  CK((launch_per_token_group_quant<__nv_bfloat16, Fp8Range, 128, SK, SILU>(p, o)));
+}
+
+// bf16 [M, H] -> fp8, g128, column-major TMA-aligned fp32 scales
+Problem dense_problem(int M, int H) {
   Problem r;
+  r.name = "M" + std::to_string(M) + " H" + std::to_string(H);
+  const int G = H / 128, m_pad = (M + 3) / 4 * 4;
   QuantParams& p = r.p;
-  p.input = x;
-  p.output_q = q;
-  p.output_s = s;
+  p.input = device_bf16(static_cast<size_t>(M) * H);
+  p.output_q = device_zeros(static_cast<size_t>(M) * H);
+  p.output_s = device_zeros(4ull * m_pad * G);
   p.num_outer = 1;
   p.rows_per_outer = M;
   p.in_row_stride = H;
   p.s_row_stride = 1;
-  p.s_group_stride = m_pad;  // column-major, TMA-aligned
+  p.s_group_stride = m_pad;
   p.hidden = H;
   p.groups_per_row = G;
   p.group_size = 128;
-  p.eps = 1e-10f;
-  r.lean.p = p;
-  r.lean.groups_per_row = FastDivmod(G);
-  r.lean.rows_per_outer = FastDivmod(M);
-  r.lean.num_tasks = M * G;
-  r.lean_blocks = (M * G * 8 + 127) / 128;
+  r.waves = 16;
+  r.launch = launch_variant<ScaleKind::kFloat, false>;
+  return r;
+}
+
+// Fused SiLU, H=2048, packed UE8M0 column-major scales; masked [E, rows, 2H] with the benchmark's
+// counts (make_masked_m(E, rows, seed=3)), or dense [M, 2H] over the same number of valid rows.
+Problem silu_problem(int E, int rows, const std::vector<int>& counts, bool masked) {
+  Problem r;
+  const int H = 2048, G = H / 128;
+  int valid = 0;
+  for (int c : counts) valid += c;
+  const int outer = masked ? E : 1, per_outer = masked ? rows : valid, m_pad = (per_outer + 3) / 4 * 4;
+  r.name = masked ? "masked E" + std::to_string(E) + "x" + std::to_string(rows) : "dense silu M" + std::to_string(valid);
+  QuantParams& p = r.p;
+  p.input = device_bf16(static_cast<size_t>(outer) * per_outer * 2 * H);
+  p.output_q = device_zeros(static_cast<size_t>(outer) * per_outer * H);
+  p.output_s = device_zeros(4ull * outer * m_pad * ((G + 3) / 4));
+  if (masked) {
+    p.masked_m = static_cast<const int32_t*>(device_zeros(4 * E));
+    CK(cudaMemcpy(const_cast<int32_t*>(p.masked_m), counts.data(), 4 * E, cudaMemcpyHostToDevice));
+  }
+  p.num_outer = outer;
+  p.rows_per_outer = per_outer;
+  p.in_outer_stride = static_cast<int64_t>(per_outer) * 2 * H;
+  p.in_row_stride = 2 * H;
+  p.s_outer_stride = static_cast<int64_t>(m_pad) * ((G + 3) / 4);
+  p.s_row_stride = 1;
+  p.s_group_stride = m_pad;
+  p.hidden = H;
+  p.groups_per_row = G;
+  p.group_size = 128;
+  p.scale_kind = ScaleKind::kPackedUE8M0;
+  p.fuse_silu_and_mul = true;
+  r.waves = masked ? 2 : 16;
+  r.launch = launch_variant<ScaleKind::kPackedUE8M0, true>;
   return r;
 }
 
 int main() {
   int num_sms;
   CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
-  std::vector<Problem> probs = {make_problem(1, 4096), make_problem(64, 7168), make_problem(256, 7168),
-                                make_problem(1024, 4096), make_problem(4096, 4096)};
-  const Problem& p1 = probs[0];
-  void* x = const_cast<void*>(p1.p.input);
-  void* q = p1.p.output_q;
-  auto ours = [&](const Problem& pr, bool pdl, int threads = 0, int waves = 16) {
+  const std::vector<int> c8 = {0, 88, 142, 438, 5, 40, 265, 512};  // make_masked_m(8, 512, seed=3)
+  const std::vector<int> c32 = {0,   105, 86,  222, 149, 156, 151, 42,  172, 93,  22,  216, 173, 215, 166, 61,
+                                64,  81,  171, 4,   72,  139, 253, 47,  200, 235, 222, 148, 198, 147, 37,  256};
+  std::vector<Problem> probs = {dense_problem(1, 4096), dense_problem(64, 7168), dense_problem(256, 7168),
+                                dense_problem(1024, 4096), dense_problem(4096, 4096), dense_problem(16384, 7168),
+                                silu_problem(8, 512, c8, true), silu_problem(8, 512, c8, false),
+                                silu_problem(32, 256, c32, true), silu_problem(32, 256, c32, false)};
+  auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st;
       o.num_sms = num_sms;
       o.pdl = pdl;
       o.block_threads = threads;
-      o.waves = waves;
-      CK((launch_per_token_group_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, false>(pr.p, o)));
+      o.waves = waves ? waves : pr.waves;
+      pr.launch(pr.p, o);
     };
   };
-  auto lean = [&](const Problem& pr, bool pdl) {
-    return [&pr, pdl](cudaStream_t st) { launch_ex(lean_kernel<128>, pr.lean_blocks, 128, st, pdl, pr.lean); };
+  const void* x = probs[0].p.input;
+  void* q = probs[0].p.output_q;
+  std::printf("%-30s %10s %10s %14s\n", "kernel", "us", "us PDL", "chain10x20 PDL");
+  auto row = [&](const std::string& name, const std::function<void(cudaStream_t)>& plain,
+                 const std::function<void(cudaStream_t)>& pdl) {
+    auto chain = [&](cudaStream_t st) { for (int i = 0; i < 10; ++i) pdl(st); };
+    std::printf("%-30s %10.3f %10.3f %14.3f\n", name.c_str(), time_graph(plain, 20), time_graph(pdl, 20),
+                time_graph(chain, 20));
   };
-  struct Row { std::string name; std::function<void(cudaStream_t)> fn; };
-  std::vector<Row> rows = {
-      {"empty 1x32", [](cudaStream_t st) { launch_ex(empty_kernel, 1, 32, st, false); }},
-      {"empty 2x128", [](cudaStream_t st) { launch_ex(empty_kernel, 2, 128, st, false); }},
-      {"empty+pdl-instr 2x128, PDL", [](cudaStream_t st) { launch_ex(empty_pdl_kernel, 2, 128, st, true); }},
-      {"round trip 2x128", [&](cudaStream_t st) { launch_ex(round_trip_kernel, 2, 128, st, false, (const uint4*)x, (uint4*)q); }},
-      {"round trip 2x128, PDL", [&](cudaStream_t st) { launch_ex(round_trip_kernel, 2, 128, st, true, (const uint4*)x, (uint4*)q); }},
-  };
-  const char* names[] = {"M1 H4096", "M64 H7168", "M256 H7168"};
-  for (int i = 0; i < 3; ++i) {
-    for (bool pdl : {false, true}) {
-      rows.push_back({std::string("ours ") + names[i] + (pdl ? ", PDL" : ""), ours(probs[i], pdl)});
-      rows.push_back({std::string("lean ") + names[i] + (pdl ? ", PDL" : ""), lean(probs[i], pdl)});
-    }
-  }
-  // launch shapes of the real kernel, PDL on: threads x waves
-  std::printf("%-24s", "shape sweep, PDL");
-  const int shapes[][2] = {{0, 16}, {128, 16}, {256, 16}, {512, 16}, {128, 2}, {256, 2}, {256, 1}, {512, 1}};
+  row("empty 2x128", [](cudaStream_t st) { launch_ex(empty_kernel, 2, 128, st, false); },
+      [](cudaStream_t st) { launch_ex(empty_pdl_kernel, 2, 128, st, true); });
+  row("round trip 2x128", [&](cudaStream_t st) { launch_ex(round_trip_kernel, 2, 128, st, false, (const uint4*)x, (uint4*)q); },
+      [&](cudaStream_t st) { launch_ex(round_trip_kernel, 2, 128, st, true, (const uint4*)x, (uint4*)q); });
+  for (const Problem& pr : probs) row(pr.name, ours(pr, false), ours(pr, true));
+
+  std::printf("\nshape sweep, PDL (threads x waves)\n%-24s", "");
+  const int shapes[][2] = {{0, 0}, {128, 16}, {256, 16}, {512, 16}, {256, 1}, {256, 2}, {256, 4}, {512, 2}};
   for (auto& sh : shapes) std::printf(" %5dx%-3d", sh[0], sh[1]);
   std::printf("\n");
-  const char* all_names[] = {"M1 H4096", "M64 H7168", "M256 H7168", "M1024 H4096", "M4096 H4096"};
-  for (int i = 0; i < 5; ++i) {
-    std::printf("%-24s", all_names[i]);
-    for (auto& sh : shapes) std::printf(" %9.3f", time_graph(ours(probs[i], true, sh[0], sh[1]), 20));
+  for (const Problem& pr : probs) {
+    std::printf("%-24s", pr.name.c_str());
+    for (auto& sh : shapes) std::printf(" %9.3f", time_graph(ours(pr, true, sh[0], sh[1]), 20));
     std::printf("\n");
-  }
-  std::printf("%-34s %10s %12s %14s\n", "kernel", "us/launch", "chain10 us", "chain10 x20 us");
-  for (auto& r : rows) {
-    const double one = time_graph(r.fn, 20);
-    auto chain = [&](cudaStream_t st) { for (int i = 0; i < 10; ++i) r.fn(st); };
-    const double c1 = time_graph(chain, 1, 50);
-    const double c20 = time_graph(chain, 20);
-    std::printf("%-34s %10.3f %12.3f %14.3f\n", r.name.c_str(), one, c1, c20);
   }
   return 0;
 }

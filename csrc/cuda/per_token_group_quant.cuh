@@ -6,10 +6,11 @@
 // GS/16 threads; every thread holds 16 input elements, 8 from each half of the group (two 16-byte
 // loads; four with fused SiLU), so that each load instruction of a warp reads whole 32-byte sectors.
 // The sub-warp reduces |v| with shuffles and each thread stores its codes as two 8-byte halves.
-// Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine.
-// Masked (MoE) layout: each block first computes the prefix sum of the clamped per-expert counts
-// in shared memory and then walks only the valid rows (expert found by binary search), so the
-// work is spread evenly whatever the counts, and padded rows cost nothing.
+// Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine;
+// a dense block locates its first task before the PDL wait (small calls are latency-bound).
+// Masked (MoE) layout: only valid rows become tasks, so the work is spread evenly whatever the
+// counts and padded rows cost nothing. The prefix sum of the clamped per-expert counts is computed
+// on the device by every warp with shuffles (<= 32 experts) or by every block in shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +24,7 @@ namespace sgl_quant {
 
 constexpr int kElemsPerThread = 16;     // 32 bytes of 16-bit input, 16 bytes of 8-bit codes
 constexpr int kMaxBlockThreads = 512;
+constexpr int kWarpScanMaxExperts = 32;  // masked layouts with more experts use a shared-memory prefix sum
 
 // ---------------------------------------------------------------------------------------------
 // Pairs of 16-bit floats packed in one 32-bit word.
@@ -179,9 +181,10 @@ __device__ __forceinline__ void masked_row_prefix(const QuantParams& p, int* pre
   __syncthreads();
 }
 
-// Dynamic shared memory the kernel needs (masked layout only).
+// Dynamic shared memory the kernel needs (masked layout with more than 32 experts only).
 inline size_t masked_smem_bytes(const QuantParams& p) {
-  return p.masked_m == nullptr ? 0 : static_cast<size_t>(p.num_outer + 1 + 32) * sizeof(int);
+  if (p.masked_m == nullptr || p.num_outer <= kWarpScanMaxExperts) return 0;
+  return static_cast<size_t>(p.num_outer + 1 + 32) * sizeof(int);
 }
 
 // Where one task (group g of row (outer, row)) reads and writes.
@@ -325,8 +328,41 @@ __global__ void __launch_bounds__(kMaxBlockThreads) per_token_group_quant_kernel
       t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1);
       quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
+  } else if (p.num_outer <= kWarpScanMaxExperts) {
+    // Masked, at most 32 experts: every warp scans the clamped counts itself (one load, five
+    // shuffles) and finds a row's expert by binary lifting over the lanes: no shared memory, no
+    // barriers between the counts and the first input load. The counts may come from the producer.
+    pdl_wait_for_producer();
+    pdl_allow_dependents();
+    const int num_experts = static_cast<int>(p.num_outer), rows = static_cast<int>(p.rows_per_outer);
+    const int lane32 = threadIdx.x & 31;
+    const int count = lane32 < num_experts ? min(max(__ldg(p.masked_m + lane32), 0), rows) : 0;
+    int inclusive = count;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, inclusive, o);
+      if (lane32 >= o) inclusive += n;
+    }
+    const int exclusive = inclusive - count;  // lane e: valid rows of experts < e
+    const int num_tasks = __shfl_sync(0xffffffffu, inclusive, 31) * p.groups_per_row;
+    for (; first < num_tasks; first += grid_stride) {
+      const bool valid = first + sub < num_tasks;
+      const int task = valid ? static_cast<int>(first + sub) : num_tasks - 1;
+      const int row_index = args.groups_per_row.div(task);
+      int expert = 0;  // the largest e with exclusive[e] <= row_index (never an empty expert)
+#pragma unroll
+      for (int step = 16; step > 0; step >>= 1) {
+        const int candidate = expert + step;
+        const int start = __shfl_sync(0xffffffffu, exclusive, candidate & 31);
+        if (candidate < num_experts && start <= row_index) expert = candidate;
+      }
+      const int row = row_index - __shfl_sync(0xffffffffu, exclusive, expert);
+      const Task<T> t = locate_task<T, GS>(p, expert, row, task - row_index * p.groups_per_row);
+      quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+    }
   } else {
-    // Masked: only valid rows become tasks. The counts may come from the producer kernel.
+    // Masked, many experts: each block prefix-sums the clamped counts in shared memory and finds a
+    // row's expert by binary search. The counts may come from the producer kernel.
     pdl_wait_for_producer();
     pdl_allow_dependents();
     extern __shared__ int prefix[];
