@@ -31,7 +31,7 @@ def main():
                         if ue8m0 and not silu:  # exact path: compare with the CPU op
                             qc, sc = fn(x, gs, **kw)
                             failures += not (same(qg, qc) and same(sg, sc))
-    for e, rows in ((5, 64), (3, 1)):
+    for e, rows in ((5, 64), (3, 1), (32, 5), (33, 4)):  # per-warp scan (<= 32 experts) and shared-memory prefix
         x = make_input((e, rows, 2 * 7168), torch.bfloat16, seed=e, device="cuda")
         m = make_masked_m(e, rows, seed=e, device="cuda")
         m[0] = -3

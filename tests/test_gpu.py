@@ -65,6 +65,23 @@ def test_masked_many_experts_any_group_count():
         compare(gpu, cpu[:2], gpu[2], codes_exact=False, scales_exact=False, max_code_fraction=2e-3)
 
 
+@pytest.mark.parametrize("experts", [1, 2, 31, 32, 33, 64])
+def test_masked_expert_counts_around_the_warp_scan_limit(experts):
+    """<= 32 experts: per-warp shuffle scan; more: shared-memory prefix sum. Both, and the edge, give the
+    CPU result, with clamped counts, empty experts and every row of a full expert."""
+    m_pad = 9
+    x = make_input((experts, m_pad, 2 * 1024), torch.bfloat16, seed=experts, device="cuda")
+    masked_m = make_masked_m(experts, m_pad, seed=experts, device="cuda")
+    if experts == 1:
+        masked_m[0] = m_pad - 2  # make_masked_m leaves expert 0 empty
+    if experts > 2:
+        masked_m[1], masked_m[2] = -4, m_pad + 3
+    for layout in ("col_ue8m0", "row"):
+        gpu = run_v2(x, 128, FP8, layout, silu=True, masked_m=masked_m)
+        cpu = run_v2(x.cpu(), 128, FP8, layout, silu=True, masked_m=masked_m.cpu())
+        compare(gpu, cpu[:2], gpu[2], codes_exact=False, scales_exact=False, max_code_fraction=2e-3)
+
+
 def test_non_finite_groups_cuda():
     x = make_input((3, 1024), torch.float16, seed=12)
     x[0, 0], x[1, 300], x[2, 1023] = float("nan"), float("inf"), float("-inf")
