@@ -204,7 +204,7 @@ int main() {
   for (const Problem& pr : probs) row(pr.name, ours(pr, false), ours(pr, true));
 
   std::printf("\nshape sweep, PDL (threads x waves)\n%-24s", "");
-  const int shapes[][2] = {{0, 0}, {128, 16}, {256, 16}, {512, 16}, {256, 1}, {256, 2}, {256, 4}, {512, 2}};
+  const int shapes[][2] = {{0, 0}, {128, 16}, {256, 16}, {512, 16}, {256, 2}, {256, 32}, {256, 64}, {512, 64}};
   for (auto& sh : shapes) std::printf(" %5dx%-3d", sh[0], sh[1]);
   std::printf("\n");
   for (const Problem& pr : probs) {
