@@ -1,7 +1,9 @@
-// Small-M latency probe (issue 5): where do the ~0.8 µs that our kernel adds over an empty kernel
-// go? Times, under CUDA-graph replay (20 launches per graph, median of 25 replays, like the
-// benchmark), an empty kernel, a bare load/store round trip of the same bytes, and the real
-// kernel for M=1, H=4096 (bf16 -> fp8, g128, column-major fp32 scales), each with and without PDL.
+// Latency probe (issue 5; results in benchmark/NOTES.md): the real launcher and kernel without
+// torch, timed under CUDA-graph replay (20 launches per graph, median of 25 replays, like the
+// benchmark), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
+// dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384), and fused SiLU H=2048 with
+// packed UE8M0 scales, masked (the benchmark's counts) and dense over the same valid rows. Each
+// without and with PDL, a steady-state chain of 10, and a launch-shape sweep (threads x waves).
 //
 //   nvcc -O3 -std=c++17 --use_fast_math -gencode arch=compute_90a,code=sm_90a -I csrc \
 //        scripts/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe
