@@ -249,10 +249,9 @@ def copy_bandwidth_tbs(nbytes=2 << 30):
     return statistics.median(samples)
 
 
-def calls_for(c):
-    """Calls per graph: 20 for every case. With fewer, the graph's own launch (a few µs) is part of
-    each call's time (5 calls per graph added ~1 µs, 2%, to M=16384 H=7168)."""
-    return 20
+# Calls per graph, for every case: with fewer, the graph's own launch (a few µs) becomes part of
+# each call's time (5 calls per graph added ~1 µs, 2%, to M=16384 H=7168).
+CALLS_PER_GRAPH = 20
 
 
 def bench_gpu(quick, baselines):
@@ -266,11 +265,11 @@ def bench_gpu(quick, baselines):
     rows = []
     for c in cases(quick):
         r = dict(name=c["name"], kind=c["kind"], m=c.get("m"), h=c.get("h", c.get("d")), bytes=min_bytes(c))
-        n = calls_for(c)
+        n = CALLS_PER_GRAPH
         if c["kind"] == "chain":
             # µs per chain of 10 launches, in the steady state like every other row (20 chains per
             # graph); one chain per graph would add the graph's own launch (~1-3 µs) to the 10 kernels
-            r["us"] = time_graph_us(build(c, "cuda", None), calls_per_graph=20)
+            r["us"] = time_graph_us(build(c, "cuda", None), CALLS_PER_GRAPH)
         else:
             r["us"] = time_graph_us(build(c, "cuda", False), n)
             r["us_pdl"] = time_graph_us(build(c, "cuda", True), n)
@@ -341,7 +340,7 @@ def sweep_launch_shapes():
         times = []
         for threads, waves in SWEEP_CONFIGS:
             _C._set_launch_config(threads, waves, waves)
-            times.append(time_graph_us(fn, calls_for(c)))
+            times.append(time_graph_us(fn, CALLS_PER_GRAPH))
         _C._set_launch_config(0, 16, 2)  # the defaults
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
