@@ -232,6 +232,39 @@ __device__ __forceinline__ Task<T> locate_masked_task(const KernelArgs& args, co
   return locate_task<T, GS>(p, lo, row_index - prefix[lo], g);
 }
 
+// Masked layout, at most 32 experts: every warp scans the clamped counts itself. Returns, in lane e,
+// the valid rows of experts < e; `total` gets all valid rows. All 32 lanes must call it (shuffles).
+__device__ __forceinline__ int warp_masked_row_prefix(const QuantParams& p, int& total) {
+  const int lane = threadIdx.x & 31;
+  const int count = lane < p.num_outer ? min(max(__ldg(p.masked_m + lane), 0), static_cast<int>(p.rows_per_outer)) : 0;
+  int inclusive = count;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += n;
+  }
+  total = __shfl_sync(0xffffffffu, inclusive, 31);
+  return inclusive - count;
+}
+
+// The same lookup as locate_masked_task with the prefix held by the warp's lanes (`exclusive` from
+// warp_masked_row_prefix): the largest e with exclusive[e] <= row_index, by binary lifting over
+// the lanes. All 32 lanes must call it (shuffles).
+template <typename T, int GS>
+__device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& args, int exclusive, int task) {
+  const QuantParams& p = args.p;
+  const int row_index = args.groups_per_row.div(task);
+  const int g = task - row_index * p.groups_per_row;
+  int expert = 0;
+#pragma unroll
+  for (int step = 16; step > 0; step >>= 1) {
+    const int candidate = expert + step;
+    const int start = __shfl_sync(0xffffffffu, exclusive, candidate & 31);
+    if (candidate < p.num_outer && start <= row_index) expert = candidate;
+  }
+  return locate_task<T, GS>(p, expert, row_index - __shfl_sync(0xffffffffu, exclusive, expert), g);
+}
+
 // Quantizes one group with the GS/16 threads of a sub-warp (lane = this thread's index in it).
 // Every thread of the warp must call it (shuffles); threads of an invalid task only take part in them.
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
@@ -329,41 +362,23 @@ __global__ void __launch_bounds__(kMaxBlockThreads) per_token_group_quant_kernel
       quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else if (p.num_outer <= kWarpScanMaxExperts) {
-    // Masked, at most 32 experts: every warp scans the clamped counts itself (one load, five
-    // shuffles) and finds a row's expert by binary lifting over the lanes: no shared memory, no
-    // barriers between the counts and the first input load. The counts may come from the producer.
-    pdl_wait_for_producer();
+    // Masked, at most 32 experts: every warp scans the counts itself (one load, five shuffles), so
+    // no shared memory and no barriers stand between the counts and the first input load.
+    pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
     pdl_allow_dependents();
-    const int num_experts = static_cast<int>(p.num_outer), rows = static_cast<int>(p.rows_per_outer);
-    const int lane32 = threadIdx.x & 31;
-    const int count = lane32 < num_experts ? min(max(__ldg(p.masked_m + lane32), 0), rows) : 0;
-    int inclusive = count;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, inclusive, o);
-      if (lane32 >= o) inclusive += n;
-    }
-    const int exclusive = inclusive - count;  // lane e: valid rows of experts < e
-    const int num_tasks = __shfl_sync(0xffffffffu, inclusive, 31) * p.groups_per_row;
+    int valid_rows;
+    const int exclusive = warp_masked_row_prefix(p, valid_rows);
+    const int num_tasks = valid_rows * p.groups_per_row;
     for (; first < num_tasks; first += grid_stride) {
       const bool valid = first + sub < num_tasks;
-      const int task = valid ? static_cast<int>(first + sub) : num_tasks - 1;
-      const int row_index = args.groups_per_row.div(task);
-      int expert = 0;  // the largest e with exclusive[e] <= row_index (never an empty expert)
-#pragma unroll
-      for (int step = 16; step > 0; step >>= 1) {
-        const int candidate = expert + step;
-        const int start = __shfl_sync(0xffffffffu, exclusive, candidate & 31);
-        if (candidate < num_experts && start <= row_index) expert = candidate;
-      }
-      const int row = row_index - __shfl_sync(0xffffffffu, exclusive, expert);
-      const Task<T> t = locate_task<T, GS>(p, expert, row, task - row_index * p.groups_per_row);
+      const Task<T> t =
+          locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : num_tasks - 1);
       quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else {
     // Masked, many experts: each block prefix-sums the clamped counts in shared memory and finds a
-    // row's expert by binary search. The counts may come from the producer kernel.
-    pdl_wait_for_producer();
+    // row's expert by binary search.
+    pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
     pdl_allow_dependents();
     extern __shared__ int prefix[];
     masked_row_prefix(p, prefix, prefix + p.num_outer + 1);
