@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .quant import FP8_DTYPE, create_scale_tensor, per_token_group_quant_8bit_v2
+from .quant import per_token_group_quant_8bit_v2, per_token_group_quant_fp8
 
 _warned_v1 = False
 
@@ -69,13 +69,8 @@ def sglang_per_token_group_quant_fp8(
     _check_enable_v2(enable_v2)
     if not x.is_contiguous():
         raise ValueError("sglang_per_token_group_quant_fp8: x must be contiguous (as in SGLang)")
-    h = x.shape[-1] // 2 if fuse_silu_and_mul else x.shape[-1]
-    q_shape = (*x.shape[:-1], h)
-    x_q = torch.empty(q_shape, dtype=FP8_DTYPE, device=x.device)
-    x_s = create_scale_tensor(q_shape, group_size, x.device, column_major_scales, scale_tma_aligned, scale_ue8m0)
-    per_token_group_quant_8bit_v2(x, x_q, x_s, group_size, eps, scale_ue8m0=scale_ue8m0,
-                                  fuse_silu_and_mul=fuse_silu_and_mul, masked_m=masked_m)
-    return x_q, x_s
+    return per_token_group_quant_fp8(x, group_size, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
+                                     fuse_silu_and_mul, masked_m)
 
 
 __all__ = ["sgl_per_token_group_quant_8bit", "sglang_per_token_group_quant_fp8"]
