@@ -332,7 +332,9 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x16, masked 0x2)",
+    defaults = _C._launch_config()  # [block_threads, waves, masked_waves]
+    lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x{defaults[1]}, "
+             f"masked 0x{defaults[2]})",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:
@@ -341,7 +343,7 @@ def sweep_launch_shapes():
         for threads, waves in SWEEP_CONFIGS:
             _C._set_launch_config(threads, waves, waves)
             times.append(time_graph_us(fn, CALLS_PER_GRAPH))
-        _C._set_launch_config(0, 16, 2)  # the defaults
+        _C._set_launch_config(*defaults)
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
     return lines

@@ -1,6 +1,7 @@
 // Op schemas (SPEC §3) and the small pybind11 module sgl_quant._C (build information).
 // The CPU and CUDA implementations register themselves in their own translation units.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <torch/library.h>
 #include <torch/version.h>
 
@@ -36,6 +37,7 @@ TORCH_LIBRARY(sgl_quant, m) {
 #if defined(SGL_QUANT_WITH_CUDA)
 namespace sgl_quant {
 void set_launch_config(int block_threads, int waves, int masked_waves);  // csrc/cuda/quant_cuda.cu
+std::vector<int64_t> launch_config();                                     // the same three, now
 }
 #endif
 
@@ -69,5 +71,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // the grid at waves rounds of resident blocks; defaults in csrc/cuda/quant_cuda.cu).
   m.def("_set_launch_config", &sgl_quant::set_launch_config, pybind11::arg("block_threads"), pybind11::arg("waves"),
         pybind11::arg("masked_waves"));
+  m.def("_launch_config", &sgl_quant::launch_config, "[block_threads, waves, masked_waves] now in use");
 #endif
 }

@@ -2,13 +2,19 @@
 // torch, timed under CUDA-graph replay (20 launches per graph, median of 25 replays, like the
 // benchmark), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
 // dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384), and fused SiLU H=2048 with
-// packed UE8M0 scales, masked (the benchmark's counts) and dense over the same valid rows. Each
-// without and with PDL, a steady-state chain of 10, and a launch-shape sweep (threads x waves).
+// packed UE8M0 scales, masked (the benchmark's counts; 256 x 128 with counts of its own) and dense
+// over the same valid rows. Modes:
+//   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
+//   grid  PDL only, the problems under a few (threads x waves) shapes
+//   smid  where the block scheduler puts the blocks of one wave (it spreads them evenly)
+//   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //
 //   nvcc -O3 -std=c++17 --use_fast_math -gencode arch=compute_90a,code=sm_90a -I csrc \
-//        scripts/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe
+//        scripts/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe [mode]
+// or on the device machine, with logs and optional ncu: MODES="all grid" scripts/probe_run.sh
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,6 +42,18 @@ __global__ void round_trip_kernel(const uint4* in, uint4* out) {
   out[t] = make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
 }
 
+
+// Records the SM of each block; spins so that the blocks of one wave are resident together.
+__global__ void smid_kernel(int* ids, long long spin_cycles) {
+  if (threadIdx.x == 0) {
+    unsigned id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    ids[blockIdx.x] = static_cast<int>(id);
+  }
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin_cycles) {
+  }
+}
 
 template <typename K, typename... A>
 void launch_ex(K kernel, int grid, int block, cudaStream_t s, bool pdl, A... args) {
@@ -164,21 +182,25 @@ Problem silu_problem(int E, int rows, const std::vector<int>& counts, bool maske
   p.group_size = 128;
   p.scale_kind = ScaleKind::kPackedUE8M0;
   p.fuse_silu_and_mul = true;
-  r.waves = masked ? 2 : 16;
+  r.waves = masked ? 1 : 16;  // the extension's defaults (csrc/cuda/quant_cuda.cu)
   r.launch = launch_variant<ScaleKind::kPackedUE8M0, true>;
   return r;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
   int num_sms;
   CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   const std::vector<int> c8 = {0, 88, 142, 438, 5, 40, 265, 512};  // make_masked_m(8, 512, seed=3)
   const std::vector<int> c32 = {0,   105, 86,  222, 149, 156, 151, 42,  172, 93,  22,  216, 173, 215, 166, 61,
                                 64,  81,  171, 4,   72,  139, 253, 47,  200, 235, 222, 148, 198, 147, 37,  256};
+  std::vector<int> c256(256);  // 256 experts x 128 rows: counts from a fixed LCG (not the benchmark's)
+  for (uint32_t i = 0, x = 12345; i < 256; ++i) c256[i] = static_cast<int>((x = x * 1664525u + 1013904223u) >> 8) % 129;
   std::vector<Problem> probs = {dense_problem(1, 4096), dense_problem(64, 7168), dense_problem(256, 7168),
                                 dense_problem(1024, 4096), dense_problem(4096, 4096), dense_problem(16384, 7168),
                                 silu_problem(8, 512, c8, true), silu_problem(8, 512, c8, false),
-                                silu_problem(32, 256, c32, true), silu_problem(32, 256, c32, false)};
+                                silu_problem(32, 256, c32, true), silu_problem(32, 256, c32, false),
+                                silu_problem(256, 128, c256, true)};
   auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
       LaunchOptions o;
@@ -190,6 +212,58 @@ int main() {
       pr.launch(pr.p, o);
     };
   };
+  if (mode == "ncu") {  // a few plain launches of the problems named by index, for Nsight Compute
+    for (int a = 2; a < argc; ++a) {
+      const Problem& pr = probs[std::atoi(argv[a])];
+      std::printf("ncu problem %s\n", pr.name.c_str());
+      for (int i = 0; i < 3; ++i) ours(pr, false)(nullptr);
+      CK(cudaDeviceSynchronize());
+    }
+    return 0;
+  }
+  if (mode == "smid") {  // where the block scheduler puts the blocks of one wave (256 threads, blocks spin)
+    int* d_ids;
+    CK(cudaMalloc(&d_ids, 4 * 4096));
+    CK(cudaFuncSetAttribute(smid_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 120 * 1024));
+    const int cases[][2] = {{132, 8}, {264, 8}, {448, 8}, {448, 4}, {745, 8}, {745, 6}, {1056, 8}};
+    for (auto& c : cases) {
+      const size_t extra = c[1] == 8 ? 0 : 233472 / c[1] - 1024 - 512;
+      smid_kernel<<<c[0], 256, extra>>>(d_ids, 40000);
+      CK(cudaDeviceSynchronize());
+      std::vector<int> ids(c[0]), per_sm(num_sms, 0);
+      CK(cudaMemcpy(ids.data(), d_ids, 4 * c[0], cudaMemcpyDeviceToHost));
+      for (int id : ids) per_sm[id]++;
+      int used = 0, mx = 0, mn = 1 << 30;
+      for (int n : per_sm) if (n) { used++; mx = std::max(mx, n); mn = std::min(mn, n); }
+      std::printf("grid %4d cap %d: %3d SMs used, blocks per used SM %d..%d; first 24 block->SM:", c[0], c[1], used, mn, mx);
+      for (int i = 0; i < 24; ++i) std::printf(" %d", ids[i]);
+      std::printf("\n");
+    }
+    return 0;
+  }
+  if (mode == "grid") {  // PDL: launch shapes (threads, waves; 0 = automatic / the problem's default)
+    const int configs[][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 4}, {128, 0}, {128, 1}, {512, 0}};
+    std::printf("grid sweep, PDL: columns threads x waves (0: automatic / the problem's default)\n%-24s", "");
+    for (auto& c : configs) std::printf(" %7dx%d ", c[0], c[1]);
+    std::printf("\n");
+    for (const Problem& pr : probs) {
+      std::printf("%-24s", pr.name.c_str());
+      for (auto& c : configs) {
+        auto fn = [&pr, num_sms, &c](cudaStream_t st) {
+          LaunchOptions o;
+          o.stream = st;
+          o.num_sms = num_sms;
+          o.pdl = true;
+          o.block_threads = c[0];
+          o.waves = c[1] ? c[1] : pr.waves;
+          pr.launch(pr.p, o);
+        };
+        std::printf(" %10.3f", time_graph(fn, 20));
+      }
+      std::printf("\n");
+    }
+    return 0;
+  }
   const void* x = probs[0].p.input;
   void* q = probs[0].p.output_q;
   std::printf("%-30s %10s %10s %14s\n", "kernel", "us", "us PDL", "chain10x20 PDL");

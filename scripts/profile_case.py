@@ -18,9 +18,10 @@ if which == "dense":
     kw = dict(column_major_scales=True, scale_tma_aligned=True)
     torch.cuda.synchronize()
     sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
+    defaults = _C._launch_config()
     _C._set_launch_config(256, 1, 1)
     sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
-    _C._set_launch_config(0, 16, 2)
+    _C._set_launch_config(*defaults)
     sgl_quant.per_token_group_quant_fp8(small, 128, **kw)
 elif which == "masked":
     for e, rows in ((8, 512), (32, 256), (256, 128)):

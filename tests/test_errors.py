@@ -252,3 +252,22 @@ def test_dsv4_scale_layout():
         dsv4_call(torch.randn(3, 2, 256).bfloat16(), s=torch.empty(3, 2, 3))
     with pytest.raises(RuntimeError, match=r"output_s must be float32, got Int"):
         dsv4_call(torch.randn(3, 2, 256).bfloat16(), s=torch.empty(2, 3, 2, dtype=torch.int32).transpose(0, 1))
+
+
+@pytest.mark.skipif(not hasattr(sgl_quant._C, "_launch_config"), reason="build without CUDA kernels")
+def test_launch_config_hook():
+    """The benchmarking hook sgl_quant._C._set_launch_config: documented defaults, a round trip, and
+    bad shapes refused with the argument named, leaving the shape in use unchanged."""
+    from sgl_quant import _C
+    defaults = _C._launch_config()
+    assert defaults == [0, 16, 1]  # automatic block size, 16 waves dense, 1 wave masked
+    try:
+        _C._set_launch_config(128, 4, 2)
+        assert _C._launch_config() == [128, 4, 2]
+        for bad, match in [((48, 4, 2), "block_threads must be 0"), ((1024, 4, 2), "block_threads must be 0"),
+                           ((0, 0, 2), "waves must be in"), ((0, 4, 65), "masked_waves must be in")]:
+            with pytest.raises(RuntimeError, match=match):
+                _C._set_launch_config(*bad)
+        assert _C._launch_config() == [128, 4, 2]
+    finally:
+        _C._set_launch_config(*defaults)

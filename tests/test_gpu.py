@@ -65,9 +65,10 @@ def test_masked_many_experts_any_group_count():
         compare(gpu, cpu[:2], gpu[2], codes_exact=False, scales_exact=False, max_code_fraction=2e-3)
 
 
-@pytest.mark.parametrize("experts", [1, 2, 31, 32, 33, 64])
+@pytest.mark.parametrize("experts", [1, 2, 3, 8, 16, 17, 31, 32, 33, 64])
 def test_masked_expert_counts_around_the_warp_scan_limit(experts):
-    """<= 32 experts: per-warp shuffle scan; more: shared-memory prefix sum. Both, and the edge, give the
+    """<= 32 experts: per-warp shuffle scan and lookup with as many steps as the expert count needs
+    (powers of two and one past them); more: shared-memory prefix sum. Both, and the edge, give the
     CPU result, with clamped counts, empty experts and every row of a full expert."""
     m_pad = 9
     x = make_input((experts, m_pad, 2 * 1024), torch.bfloat16, seed=experts, device="cuda")
@@ -80,6 +81,34 @@ def test_masked_expert_counts_around_the_warp_scan_limit(experts):
         gpu = run_v2(x, 128, FP8, layout, silu=True, masked_m=masked_m)
         cpu = run_v2(x.cpu(), 128, FP8, layout, silu=True, masked_m=masked_m.cpu())
         compare(gpu, cpu[:2], gpu[2], codes_exact=False, scales_exact=False, max_code_fraction=2e-3)
+
+
+@pytest.mark.parametrize("shape", [(0, 1, 1), (128, 1, 64), (512, 64, 2), (32, 2, 64), (256, 3, 1)],
+                         ids=["auto-1wave", "128thr-masked64waves", "512thr-64waves", "32thr", "256thr-3waves"])
+def test_launch_shapes_give_the_same_bytes(shape):
+    """Every launch shape covers every task exactly once: grid-stride loops of many rounds, one-round
+    grids, and masked grids with many blocks beyond the valid rows (which stop after the count sum)."""
+    from sgl_quant import _C
+    dense = make_input((333, 2 * 1792), torch.bfloat16, seed=41, device="cuda")
+    masked_x = make_input((8, 96, 2 * 1024), torch.bfloat16, seed=42, device="cuda")
+    masked_m = make_masked_m(8, 96, seed=42, device="cuda")
+    many_x = make_input((40, 24, 1024), torch.bfloat16, seed=43, device="cuda")
+    many_m = make_masked_m(40, 24, seed=43, device="cuda")
+
+    def run_all():
+        return [run_v2(dense, 128, FP8, "col_tma", silu=True), run_v2(dense, 64, torch.int8, "row"),
+                run_v2(masked_x, 128, FP8, "col_ue8m0", silu=True, masked_m=masked_m),
+                run_v2(many_x, 128, FP8, "row", masked_m=many_m)]
+
+    defaults = _C._launch_config()
+    want = run_all()
+    try:
+        _C._set_launch_config(*shape)
+        got = run_all()
+    finally:
+        _C._set_launch_config(*defaults)
+    for (q, s, _), (q0, s0, _) in zip(got, want):
+        assert torch.equal(q.view(torch.uint8), q0.view(torch.uint8)) and torch.equal(s, s0)
 
 
 def test_non_finite_groups_cuda():

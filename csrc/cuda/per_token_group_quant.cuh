@@ -130,11 +130,16 @@ __device__ __forceinline__ uint4 encode16(const uint32_t (&w)[8], float y) {
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       float2 f = Pack2<T>::to_float2(w[j + k]);
-      f.x = fminf(fmaxf(f.x * y, R::kMin), R::kMax);
-      f.y = fminf(fmaxf(f.y * y, R::kMin), R::kMax);
+      f.x *= y;
+      f.y *= y;
       if constexpr (R::kIsFp8) {
-        lohi[k] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);  // round to nearest even
+        // Round to nearest even, saturating: the same codes as clamping to [-448, 448] first, as the
+        // reference does (|f| <= 448 converts alike; anything above rounds or saturates to 448), in
+        // two instructions per value fewer. f is finite here: non-finite groups never get encoded.
+        lohi[k] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
       } else {
+        f.x = fminf(fmaxf(f.x, R::kMin), R::kMax);
+        f.y = fminf(fmaxf(f.y, R::kMin), R::kMax);
         // int8: C++ float-to-int conversion truncates toward zero, like the reference kernel
         lohi[k] = (static_cast<uint32_t>(static_cast<uint8_t>(__float2int_rz(f.x)))) |
                   (static_cast<uint32_t>(static_cast<uint8_t>(__float2int_rz(f.y))) << 8);
@@ -232,23 +237,38 @@ __device__ __forceinline__ Task<T> locate_masked_task(const KernelArgs& args, co
   return locate_task<T, GS>(p, lo, row_index - prefix[lo], g);
 }
 
-// Masked layout, at most 32 experts: every warp scans the clamped counts itself. Returns, in lane e,
-// the valid rows of experts < e; `total` gets all valid rows. All 32 lanes must call it (shuffles).
-__device__ __forceinline__ int warp_masked_row_prefix(const QuantParams& p, int& total) {
+// Masked layout, at most 32 experts: every warp reads the counts itself, lane e the clamped count of expert e.
+__device__ __forceinline__ int warp_masked_count(const QuantParams& p) {
   const int lane = threadIdx.x & 31;
-  const int count = lane < p.num_outer ? min(max(__ldg(p.masked_m + lane), 0), static_cast<int>(p.rows_per_outer)) : 0;
+  return lane < p.num_outer ? min(max(__ldg(p.masked_m + lane), 0), static_cast<int>(p.rows_per_outer)) : 0;
+}
+
+__device__ __forceinline__ int warp_sum(int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xffffffffu, v);  // one instruction
+#else
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+#endif
+}
+
+// Exclusive prefix sum of the counts over the lanes: lane e gets the valid rows of experts < e. Only
+// as many shuffle steps as the experts need. All 32 lanes must call it.
+__device__ __forceinline__ int warp_exclusive_prefix(int count, int num_experts) {
+  const int lane = threadIdx.x & 31;
   int inclusive = count;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
+    if (o >= num_experts) break;  // uniform over the warp
     const int n = __shfl_up_sync(0xffffffffu, inclusive, o);
     if (lane >= o) inclusive += n;
   }
-  total = __shfl_sync(0xffffffffu, inclusive, 31);
   return inclusive - count;
 }
 
 // The same lookup as locate_masked_task with the prefix held by the warp's lanes (`exclusive` from
-// warp_masked_row_prefix): the largest e with exclusive[e] <= row_index, by binary lifting over
+// warp_exclusive_prefix): the largest e with exclusive[e] <= row_index, by binary lifting over
 // the lanes. All 32 lanes must call it (shuffles).
 template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& args, int exclusive, int task) {
@@ -258,6 +278,7 @@ __device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& 
   int expert = 0;
 #pragma unroll
   for (int step = 16; step > 0; step >>= 1) {
+    if (step >= p.num_outer) continue;  // uniform: candidates stay below the expert count
     const int candidate = expert + step;
     const int start = __shfl_sync(0xffffffffu, exclusive, candidate & 31);
     if (candidate < p.num_outer && start <= row_index) expert = candidate;
@@ -333,8 +354,12 @@ __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T
   }
 }
 
+// Registers: plain quantization keeps ptxas's choice, 32 (full occupancy, best for the memory-bound
+// large calls). Fused SiLU may use 40 (at least 3 blocks of 512 per SM, 75% occupancy): its 16 SiLUs
+// per thread then overlap instead of queuing on one another, which made every SiLU case faster
+// (probe, H200: dense 1490 rows 4.62 -> 3.62 us, masked 8 x 512 5.39 -> 4.93 us; benchmark/NOTES.md v8).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
-__global__ void __launch_bounds__(kMaxBlockThreads) per_token_group_quant_kernel(const KernelArgs args) {
+__global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_group_quant_kernel(const KernelArgs args) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
                 "group size must be 16 * a power of two, at most 512");
@@ -362,13 +387,15 @@ __global__ void __launch_bounds__(kMaxBlockThreads) per_token_group_quant_kernel
       quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else if (p.num_outer <= kWarpScanMaxExperts) {
-    // Masked, at most 32 experts: every warp scans the counts itself (one load, five shuffles), so
-    // no shared memory and no barriers stand between the counts and the first input load.
+    // Masked, at most 32 experts: every warp scans the counts itself (one load, a warp sum, at most
+    // five shuffles), so no shared memory and no barriers stand between the counts and the first
+    // input load. Blocks beyond the valid rows stop after the sum.
     pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
     pdl_allow_dependents();
-    int valid_rows;
-    const int exclusive = warp_masked_row_prefix(p, valid_rows);
-    const int num_tasks = valid_rows * p.groups_per_row;
+    const int count = warp_masked_count(p);
+    const int num_tasks = warp_sum(count) * p.groups_per_row;
+    if (int64_t{blockIdx.x} * groups_per_block >= num_tasks) return;  // no task for this block
+    const int exclusive = warp_exclusive_prefix(count, static_cast<int>(p.num_outer));
     for (; first < num_tasks; first += grid_stride) {
       const bool valid = first + sub < num_tasks;
       const Task<T> t =

@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "../quant_args.h"
 #include "per_token_group_quant.cuh"
@@ -24,14 +25,15 @@ SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(256, SGLQ_DECLARE_LAUNCHER)
 namespace {
 
 // Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
-// Defaults from the benchmark's launch-shape sweeps on an H200 (2026-11-29, benchmark/NOTES.md):
-// a persistent grid of one wave lost ~10% at M=16384 (the warps' DRAM phases line up); 16 waves
-// was best for large dense problems; masked problems pay a prefix sum per block, so fewer,
-// longer-lived blocks (2 waves) win there.
+// Defaults from the launch-shape sweeps on an H200 (benchmark/NOTES.md): a persistent grid of one
+// wave lost ~10% at M=16384 (the warps' DRAM phases line up); 16 waves was best for large dense
+// problems. A masked grid is sized for all rows, valid or not, and the blocks beyond the valid
+// rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us; 32 x 256 and
+// 256 x 128 lose 3% and 1%, both far inside their targets).
 struct LaunchTuning {
   int block_threads = 0;  // 0: automatic (see LaunchOptions)
   int waves = 16;
-  int masked_waves = 2;
+  int masked_waves = 1;
 };
 LaunchTuning g_tuning;
 
@@ -134,6 +136,10 @@ void set_launch_config(int block_threads, int waves, int masked_waves) {
   g_tuning.block_threads = block_threads;
   g_tuning.waves = waves;
   g_tuning.masked_waves = masked_waves;
+}
+
+std::vector<int64_t> launch_config() {
+  return {g_tuning.block_threads, g_tuning.waves, g_tuning.masked_waves};
 }
 
 TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
