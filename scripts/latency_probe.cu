@@ -1,7 +1,7 @@
 // Latency probe (issue 5; results in benchmark/NOTES.md): the real launcher and kernel without
 // torch, timed under CUDA-graph replay (20 launches per graph, median of 25 replays, like the
 // benchmark), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
-// dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384), and fused SiLU H=2048 with
+// dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384; two also row-major), and fused SiLU H=2048 with
 // packed UE8M0 scales, masked (the benchmark's counts; 256 x 128 with counts of its own) and dense
 // over the same valid rows. Modes:
 //   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
@@ -132,9 +132,9 @@ void launch_variant(const QuantParams& p, const LaunchOptions& o) {
 }
 
 // bf16 [M, H] -> fp8, g128, column-major TMA-aligned fp32 scales
-Problem dense_problem(int M, int H) {
+Problem dense_problem(int M, int H, bool col = true) {
   Problem r;
-  r.name = "M" + std::to_string(M) + " H" + std::to_string(H);
+  r.name = "M" + std::to_string(M) + " H" + std::to_string(H) + (col ? "" : " row");
   const int G = H / 128, m_pad = (M + 3) / 4 * 4;
   QuantParams& p = r.p;
   p.input = device_bf16(static_cast<size_t>(M) * H);
@@ -143,8 +143,8 @@ Problem dense_problem(int M, int H) {
   p.num_outer = 1;
   p.rows_per_outer = M;
   p.in_row_stride = H;
-  p.s_row_stride = 1;
-  p.s_group_stride = m_pad;
+  p.s_row_stride = col ? 1 : G;  // column-major TMA-aligned, or row-major [M, G]
+  p.s_group_stride = col ? m_pad : 1;
   p.hidden = H;
   p.groups_per_row = G;
   p.group_size = 128;
@@ -200,7 +200,8 @@ int main(int argc, char** argv) {
                                 dense_problem(1024, 4096), dense_problem(4096, 4096), dense_problem(16384, 7168),
                                 silu_problem(8, 512, c8, true), silu_problem(8, 512, c8, false),
                                 silu_problem(32, 256, c32, true), silu_problem(32, 256, c32, false),
-                                silu_problem(256, 128, c256, true)};
+                                silu_problem(256, 128, c256, true), dense_problem(4096, 4096, false),
+                                dense_problem(16384, 7168, false)};
   auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
       LaunchOptions o;

@@ -111,6 +111,22 @@ def test_launch_shapes_give_the_same_bytes(shape):
         assert torch.equal(q.view(torch.uint8), q0.view(torch.uint8)) and torch.equal(s, s0)
 
 
+@pytest.mark.parametrize("group_size", [32, 128, 256])
+@pytest.mark.parametrize("layout", ["col", "col_tma", "col_f32_ue8m0", "row"])
+def test_batched_3d_rows_first_order(layout, group_size):
+    """Dense column-major fp32 scales use the rows-first task order (a warp's sub-warps take
+    consecutive rows of one group; rows padded to whole units): 3-D batches, whose row units straddle
+    the batch boundaries, with row counts that are not multiples of the unit, contiguous and sliced."""
+    for i, (b, m, groups) in enumerate([(3, 7, 5), (2, 21, 3), (5, 33, 2)]):
+        h = groups * group_size
+        base = make_input((b, m + 3, h), torch.bfloat16, seed=50 + i, device="cuda")
+        for x in (base[:, :m].contiguous(), base[:, 1:m + 1]):  # folded into one row index / not
+            gpu = run_v2(x, group_size, FP8, layout)
+            cpu = run_v2(x.cpu(), group_size, FP8, layout)
+            compare(gpu, cpu[:2], gpu[2], codes_exact=LAYOUTS[layout][2], scales_exact=True,
+                    max_code_fraction=2e-3, what=f"{tuple(x.shape)} g{group_size}")
+
+
 def test_non_finite_groups_cuda():
     x = make_input((3, 1024), torch.float16, seed=12)
     x[0, 0], x[1, 300], x[2, 1023] = float("nan"), float("inf"), float("-inf")

@@ -101,7 +101,13 @@ struct KernelArgs {
   QuantParams p;
   FastDivmod groups_per_row;
   FastDivmod rows_per_outer;
-  int32_t num_tasks;  // dense: all groups; masked: computed on the device from the counts
+  int32_t num_tasks;  // dense: all groups (rows rounded up when rows_first_log2 > 0); masked: from the counts
+  int32_t num_rows;   // dense: rows over all (outer, row) pairs
+  // Dense task order. 0: a warp's sub-warps take consecutive groups of one row. k > 0 (column-major
+  // fp32 scales): they take 2^k consecutive rows of one group, so that their scales are adjacent and
+  // one store instruction writes them together; otherwise each 4-byte scale is a store to its own
+  // sector, and the sectors written piecewise from many SMs at once cost M=4096, H=4096 8% (probe).
+  int32_t rows_first_log2;
 };
 
 __device__ __forceinline__ uint4 load_input_vec(const void* ptr) {
@@ -212,12 +218,26 @@ __device__ __forceinline__ Task<T> locate_task(const QuantParams& p, int outer, 
 }
 
 // Dense layout: task -> (outer, row, g) by two magic-number divisions; the second is skipped
-// when the launcher has folded (outer, row) into one row index (num_outer == 1).
+// when the launcher has folded (outer, row) into one row index (num_outer == 1). Rows-first order
+// (see KernelArgs) pads the rows to whole units: tasks of padding rows come back with valid = false.
 template <typename T, int GS>
-__device__ __forceinline__ Task<T> locate_dense_task(const KernelArgs& args, int task) {
+__device__ __forceinline__ Task<T> locate_dense_task(const KernelArgs& args, int task, bool& valid) {
   const QuantParams& p = args.p;
-  const int row_index = args.groups_per_row.div(task);
-  const int g = task - row_index * p.groups_per_row;
+  int row_index, g;
+  if (args.rows_first_log2 == 0) {
+    row_index = args.groups_per_row.div(task);
+    g = task - row_index * p.groups_per_row;
+  } else {
+    const int k = args.rows_first_log2;
+    const int unit = task >> k;  // (block of 2^k rows, group)
+    const int row_block = args.groups_per_row.div(unit);
+    g = unit - row_block * p.groups_per_row;
+    row_index = (row_block << k) + (task & ((1 << k) - 1));
+    if (row_index >= args.num_rows) {
+      valid = false;
+      row_index = args.num_rows - 1;  // any address inside the tensors; an invalid task reads and writes nothing
+    }
+  }
   if (p.num_outer == 1) return locate_task<T, GS>(p, 0, row_index, g);
   const int outer = args.rows_per_outer.div(row_index);
   return locate_task<T, GS>(p, outer, row_index - outer * static_cast<int>(p.rows_per_outer), g);
@@ -377,13 +397,13 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_grou
     // the producer's tail instead of adding to the latency of small calls.
     const int num_tasks = args.num_tasks;
     bool valid = first + sub < num_tasks;
-    Task<T> t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1);
+    Task<T> t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
     pdl_wait_for_producer();  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
     quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     for (first += grid_stride; first < num_tasks; first += grid_stride) {
       valid = first + sub < num_tasks;
-      t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1);
+      t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
       quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else if (p.num_outer <= kWarpScanMaxExperts) {
@@ -428,12 +448,28 @@ struct LaunchOptions {
   bool pdl = false;
 };
 
+constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
+
 // Launches one kernel variant. Returns the CUDA error of the launch (cudaSuccess when fine).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   const auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU>;
-  const int64_t num_tasks = p.num_groups();
+  // Rows-first task order (KernelArgs) for dense column-major fp32 scales: whole rows padded to units
+  // of one row per sub-warp of a warp. Not for 16-element groups (a warp would then store 16-byte
+  // halves of 32 rows' code sectors) nor for fewer rows than a unit (M=1 would launch 4x the tasks).
+  constexpr int kSubWarps = 32 / kThreadsPerGroup;
+  const int64_t num_rows = p.num_rows();
+  int64_t num_tasks = p.num_groups();
+  int rows_first_log2 = 0;
+  if (p.masked_m == nullptr && GS >= 32 && SK != ScaleKind::kPackedUE8M0 && p.s_group_stride != 1 &&
+      num_rows >= kSubWarps) {
+    const int64_t padded = (num_rows + kSubWarps - 1) / kSubWarps * kSubWarps * p.groups_per_row;
+    if (padded < (int64_t{1} << 31)) {
+      num_tasks = padded;
+      rows_first_log2 = log2_of_power_of_two(kSubWarps);
+    }
+  }
   int threads = opt.block_threads;
   if (threads == 0) {
     // Problems that fit in at most 8 blocks of 128 threads per SM (half the resident threads) run
@@ -492,6 +528,8 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
   args.rows_per_outer = FastDivmod(static_cast<uint32_t>(q.rows_per_outer));
   args.num_tasks = static_cast<int32_t>(num_tasks);
+  args.num_rows = static_cast<int32_t>(num_rows);
+  args.rows_first_log2 = rows_first_log2;
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
