@@ -5,6 +5,8 @@
 #include <torch/library.h>
 #include <torch/version.h>
 
+#include <vector>
+
 #if defined(SGL_QUANT_WITH_CUDA)
 #include <cuda_runtime_api.h>
 #endif

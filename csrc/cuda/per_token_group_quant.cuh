@@ -7,7 +7,9 @@
 // loads; four with fused SiLU), so that each load instruction of a warp reads whole 32-byte sectors.
 // The sub-warp reduces |v| with shuffles and each thread stores its codes as two 8-byte halves.
 // Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine;
-// a dense block locates its first task before the PDL wait (small calls are latency-bound).
+// a dense block locates its first task before the PDL wait (small calls are latency-bound). Dense
+// calls with column-major fp32 scales order the tasks rows-first, so that the scales a warp writes
+// are adjacent (KernelArgs::rows_first_log2).
 // Masked (MoE) layout: only valid rows become tasks, so the work is spread evenly whatever the
 // counts and padded rows cost nothing. The prefix sum of the clamped per-expert counts is computed
 // on the device by every warp with shuffles (<= 32 experts) or by every block in shared memory.
@@ -263,6 +265,7 @@ __device__ __forceinline__ int warp_masked_count(const QuantParams& p) {
   return lane < p.num_outer ? min(max(__ldg(p.masked_m + lane), 0), static_cast<int>(p.rows_per_outer)) : 0;
 }
 
+// Sum over the 32 lanes, returned to all of them.
 __device__ __forceinline__ int warp_sum(int v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   return __reduce_add_sync(0xffffffffu, v);  // one instruction
@@ -377,7 +380,8 @@ __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T
 // Registers: plain quantization keeps ptxas's choice, 32 (full occupancy, best for the memory-bound
 // large calls). Fused SiLU may use 40 (at least 3 blocks of 512 per SM, 75% occupancy): its 16 SiLUs
 // per thread then overlap instead of queuing on one another, which made every SiLU case faster
-// (probe, H200: dense 1490 rows 4.62 -> 3.62 us, masked 8 x 512 5.39 -> 4.93 us; benchmark/NOTES.md v8).
+// (probe, H200: dense SiLU over 1490 rows 4.26 -> 3.58 us, masked 8 x 512 5.57 -> 4.93 us;
+// benchmark/NOTES.md v8b).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_group_quant_kernel(const KernelArgs args) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
