@@ -15,7 +15,7 @@ SOURCES := setup.py pyproject.toml $(wildcard csrc/*.* csrc/*/*.*)
 WHEEL_VENV ?= build/wheel-venv
 PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where there is no network
 
-.PHONY: test bench install wheel wheel-check lint-workflows cmake gpu-check clean
+.PHONY: test bench install wheel wheel-check kernel-resources lint-workflows cmake gpu-check clean
 
 $(VENV)/.deps-stamp:
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
@@ -36,6 +36,10 @@ test: install
 
 bench: install
 	$(PY) -m sgl_quant bench --quick --out bench_out
+
+# Register budget of every kernel variant, from ptxas (no GPU): plain <= 32, fused SiLU <= 40, no spills.
+kernel-resources: $(VENV)/.deps-stamp
+	$(PY) scripts/check_kernel_resources.py
 
 # The wheel: built from the same objects as the editable install (ninja reuses them).
 wheel: install

@@ -1,0 +1,81 @@
+"""Register budget of every CUDA kernel variant, from ptxas (no GPU needed; ~6 s per file and arch).
+
+The performance work of benchmark/NOTES.md rests on two register counts: plain quantization at
+<= 32 registers (2048 resident threads per SM: the memory-bound large calls need full occupancy) and
+fused SiLU at <= 40 (its launch bounds; 75% occupancy, SiLUs overlapping within a thread). A change
+that spills or crosses either bound would slow the kernels without failing any CPU test, so CI
+compiles every instantiation file with `ptxas -v` and checks both, and that nothing spills.
+
+    python scripts/check_kernel_resources.py [--arch 90a --arch 100a]
+"""
+import argparse
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from find_cuda_home import find_cuda_home  # noqa: E402
+
+MAX_REGISTERS = {False: 32, True: 40}  # plain, fused SiLU
+# The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension).
+FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
+         "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
+
+
+def ptxas_report(nvcc, source, arch):
+    """[(kernel name, registers, spill bytes)] for one source file and arch."""
+    cmd = [nvcc, *FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v", "-c", str(source),
+           "-o", "/dev/null"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    rows, name, spills = [], None, 0
+    for line in out.stderr.splitlines():
+        if m := re.search(r"(?:Compiling entry function|Function properties for) '?([\w]+)'?", line):
+            name = m.group(1)
+        elif m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            spills = int(m.group(1)) + int(m.group(2))
+        elif (m := re.search(r"Used (\d+) registers", line)) and name:
+            rows.append((name, int(m.group(1)), spills))
+            name, spills = None, 0
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", action="append", help="sm architecture, e.g. 90a (default: 90a and 100a)")
+    args = ap.parse_args(argv)
+    archs = args.arch or ["90a", "100a"]
+    nvcc = str(Path(find_cuda_home()) / "bin" / "nvcc")
+    sources = sorted((ROOT / "csrc" / "cuda").glob("instantiate_gs*.cu"))
+    jobs = [(s, a) for s in sources for a in archs]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reports = list(pool.map(lambda job: ptxas_report(nvcc, *job), jobs))
+
+    errors, worst = [], {}
+    for (source, arch), rows in zip(jobs, reports):
+        kernels = [r for r in rows if "per_token_group_quant_kernel" in r[0]]
+        if len(kernels) != 24:  # {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}
+            errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected 24")
+        for name, regs, spills in kernels:
+            silu = re.search(r"ELb([01])EEEv", name).group(1) == "1"
+            key = (arch, silu)
+            worst[key] = max(worst.get(key, 0), regs)
+            if spills:
+                errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
+            if regs > MAX_REGISTERS[silu]:
+                errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {MAX_REGISTERS[silu]}")
+    for (arch, silu), regs in sorted(worst.items()):
+        print(f"sm_{arch} {'fused SiLU' if silu else 'plain':>10}: at most {regs} registers (bound {MAX_REGISTERS[silu]})")
+    if errors:
+        print("kernel resources FAILED:\n  " + "\n  ".join(errors))
+        return 1
+    print(f"kernel resources passed: {len(sources)} files x {len(archs)} archs, 24 kernels each, no spills")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
