@@ -120,7 +120,7 @@ def test_batched_3d_rows_first_order(layout, group_size):
     for i, (b, m, groups) in enumerate([(3, 7, 5), (2, 21, 3), (5, 33, 2)]):
         h = groups * group_size
         base = make_input((b, m + 3, h), torch.bfloat16, seed=50 + i, device="cuda")
-        for x in (base[:, :m].contiguous(), base[:, 1:m + 1]):  # folded into one row index / not
+        for x in (base[:, :m].contiguous(), base[:, 1:m + 1]):  # contiguous and sliced batches
             gpu = run_v2(x, group_size, FP8, layout)
             cpu = run_v2(x.cpu(), group_size, FP8, layout)
             compare(gpu, cpu[:2], gpu[2], codes_exact=LAYOUTS[layout][2], scales_exact=True,
