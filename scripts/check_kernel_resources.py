@@ -15,9 +15,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ci_report import finish  # scripts/ is the script's own directory, first on sys.path
+from find_cuda_home import find_cuda_home
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from find_cuda_home import find_cuda_home  # noqa: E402
 
 MAX_REGISTERS = {False: 32, True: 40}  # plain, fused SiLU
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension).
@@ -70,11 +71,7 @@ def main(argv=None):
                 errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {MAX_REGISTERS[silu]}")
     for (arch, silu), regs in sorted(worst.items()):
         print(f"sm_{arch} {'fused SiLU' if silu else 'plain':>10}: at most {regs} registers (bound {MAX_REGISTERS[silu]})")
-    if errors:
-        print("kernel resources FAILED:\n  " + "\n  ".join(errors))
-        return 1
-    print(f"kernel resources passed: {len(sources)} files x {len(archs)} archs, 24 kernels each, no spills")
-    return 0
+    return finish("kernel resources", errors, f": {len(sources)} files x {len(archs)} archs, 24 kernels each, no spills")
 
 
 if __name__ == "__main__":

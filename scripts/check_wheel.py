@@ -18,6 +18,8 @@ import subprocess
 import sys
 import zipfile
 
+from ci_report import finish
+
 REQUIRED = ["sgl_quant/__init__.py", "sgl_quant/quant.py", "sgl_quant/compat.py", "sgl_quant/_fake.py",
             "sgl_quant/__main__.py", "sgl_quant/testing.py", "sgl_quant/selftest_golden.json"]
 ALLOWED_NEEDED = [
@@ -78,11 +80,7 @@ def main(path):
     if shutil.which("auditwheel"):
         report = subprocess.run(["auditwheel", "show", path], capture_output=True, text=True)
         print("auditwheel show (for information):\n  " + (report.stdout + report.stderr).strip().replace("\n", "\n  "))
-    if errors:
-        print("wheel check FAILED:\n  " + "\n  ".join(errors))
-        return 1
-    print("wheel check passed")
-    return 0
+    return finish("wheel check", errors)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from ci_report import finish
+
 ROOT = Path(__file__).resolve().parent.parent
 EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
@@ -117,11 +119,7 @@ def main():
             errors.append(f"{which}:\n" + result.stdout + result.stderr)
     print(f"workflows: {', '.join(p.name for p in workflows)}; make targets used: {', '.join(sorted(used))}"
           f"{'; runs .ci/run' if runs_ci else ''}")
-    if errors:
-        print("workflow lint FAILED:\n  " + "\n  ".join(errors))
-        return 1
-    print("workflow lint passed")
-    return 0
+    return finish("workflow lint", errors)
 
 
 if __name__ == "__main__":
