@@ -21,7 +21,7 @@ from find_cuda_home import find_cuda_home
 ROOT = Path(__file__).resolve().parent.parent
 
 MAX_REGISTERS = {False: 32, True: 40}  # plain, fused SiLU
-# The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension).
+# The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
 FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
 
