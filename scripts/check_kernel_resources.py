@@ -59,18 +59,20 @@ def main(argv=None):
     errors, worst = [], {}
     for (source, arch), rows in zip(jobs, reports):
         kernels = [r for r in rows if "per_token_group_quant_kernel" in r[0]]
-        if len(kernels) != 24:  # {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}
+        if len(kernels) != 24:  # {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file
             errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected 24")
         for name, regs, spills in kernels:
-            silu = re.search(r"ELb([01])EEEv", name).group(1) == "1"
-            key = (arch, silu)
+            flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
+            silu, masked = flags.group(1) == "1", flags.group(2) == "1"
+            key = (arch, silu, masked)
             worst[key] = max(worst.get(key, 0), regs)
             if spills:
                 errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
             if regs > MAX_REGISTERS[silu]:
                 errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {MAX_REGISTERS[silu]}")
-    for (arch, silu), regs in sorted(worst.items()):
-        print(f"sm_{arch} {'fused SiLU' if silu else 'plain':>10}: at most {regs} registers (bound {MAX_REGISTERS[silu]})")
+    for (arch, silu, masked), regs in sorted(worst.items()):
+        print(f"sm_{arch} {'fused SiLU' if silu else 'plain':>10} {'masked' if masked else 'dense':>6}: at most {regs} "
+              f"registers (bound {MAX_REGISTERS[silu]})")
     return finish("kernel resources", errors, f": {len(sources)} files x {len(archs)} archs, 24 kernels each, no spills")
 
 

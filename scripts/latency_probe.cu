@@ -7,6 +7,9 @@
 //   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
 //   grid  PDL only, the problems under a few (threads x waves) shapes
 //   smid  where the block scheduler puts the blocks of one wave (it spreads them evenly)
+//   dump DIR  one launch of each problem, codes and scales to DIR/q<i>.bin (compare builds)
+//   redo  masked counts rewritten by a producer still running under PDL: same bytes as the final counts
+//   quick PDL only, every problem, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //
 //   nvcc -O3 -std=c++17 --use_fast_math -gencode arch=compute_90a,code=sm_90a -I csrc \
@@ -53,6 +56,16 @@ __global__ void smid_kernel(int* ids, long long spin_cycles) {
   const long long t0 = clock64();
   while (clock64() - t0 < spin_cycles) {
   }
+}
+
+// A producer that lets its dependents launch at once, then writes the counts late: a masked launch
+// with PDL behind it reads the old counts before its PDL wait and the new ones after it.
+__global__ void late_counts_kernel(int32_t* counts, const int32_t* new_counts, int n, long long spin_cycles) {
+  pdl_allow_dependents();
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin_cycles) {
+  }
+  if (threadIdx.x < n) counts[threadIdx.x] = new_counts[threadIdx.x];
 }
 
 template <typename K, typename... A>
@@ -107,12 +120,17 @@ struct Problem {
   std::string name;
   QuantParams p;
   int waves;
+  size_t s_bytes;  // size of output_s
   void (*launch)(const QuantParams&, const LaunchOptions&);
 };
 
 void* device_bf16(size_t n) {
   std::vector<uint16_t> host(n);
-  for (size_t i = 0; i < n; ++i) host[i] = static_cast<uint16_t>(0x3f80 + (i * 37 % 251) - 125);  // bf16 near 1
+  uint32_t x = 2463534242u;
+  for (size_t i = 0; i < n; ++i) {  // bf16 of both signs, magnitudes 2^-8 .. 2^8 (xorshift)
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    host[i] = static_cast<uint16_t>((x & 0x807f) | ((0x77 + (x >> 8) % 17) << 7));
+  }
   void* d;
   CK(cudaMalloc(&d, 2 * n));
   CK(cudaMemcpy(d, host.data(), 2 * n, cudaMemcpyHostToDevice));
@@ -128,7 +146,11 @@ void* device_zeros(size_t bytes) {
 
 template <ScaleKind SK, bool SILU>
 void launch_variant(const QuantParams& p, const LaunchOptions& o) {
-  CK((launch_per_token_group_quant<__nv_bfloat16, Fp8Range, 128, SK, SILU>(p, o)));
+  if (p.masked_m != nullptr) {
+    CK((launch_per_token_group_quant<__nv_bfloat16, Fp8Range, 128, SK, SILU, true>(p, o)));
+  } else {
+    CK((launch_per_token_group_quant<__nv_bfloat16, Fp8Range, 128, SK, SILU, false>(p, o)));
+  }
 }
 
 // bf16 [M, H] -> fp8, g128, column-major TMA-aligned fp32 scales
@@ -139,7 +161,8 @@ Problem dense_problem(int M, int H, bool col = true) {
   QuantParams& p = r.p;
   p.input = device_bf16(static_cast<size_t>(M) * H);
   p.output_q = device_zeros(static_cast<size_t>(M) * H);
-  p.output_s = device_zeros(4ull * m_pad * G);
+  r.s_bytes = 4ull * m_pad * G;
+  p.output_s = device_zeros(r.s_bytes);
   p.num_outer = 1;
   p.rows_per_outer = M;
   p.in_row_stride = H;
@@ -165,7 +188,8 @@ Problem silu_problem(int E, int rows, const std::vector<int>& counts, bool maske
   QuantParams& p = r.p;
   p.input = device_bf16(static_cast<size_t>(outer) * per_outer * 2 * H);
   p.output_q = device_zeros(static_cast<size_t>(outer) * per_outer * H);
-  p.output_s = device_zeros(4ull * outer * m_pad * ((G + 3) / 4));
+  r.s_bytes = 4ull * outer * m_pad * ((G + 3) / 4);
+  p.output_s = device_zeros(r.s_bytes);
   if (masked) {
     p.masked_m = static_cast<const int32_t*>(device_zeros(4 * E));
     CK(cudaMemcpy(const_cast<int32_t*>(p.masked_m), counts.data(), 4 * E, cudaMemcpyHostToDevice));
@@ -262,6 +286,69 @@ int main(int argc, char** argv) {
         std::printf(" %10.3f", time_graph(fn, 20));
       }
       std::printf("\n");
+    }
+    return 0;
+  }
+  if (mode == "dump") {  // one launch of every problem, codes then scales to files (compare builds with cmp)
+    const std::string dir = argc > 2 ? argv[2] : ".";
+    for (size_t i = 0; i < probs.size(); ++i) {
+      const QuantParams& p = probs[i].p;
+      const size_t q_bytes = static_cast<size_t>(p.num_rows()) * p.hidden;
+      const size_t s_bytes = probs[i].s_bytes;
+      CK(cudaMemset(p.output_q, 0xcd, q_bytes));
+      CK(cudaMemset(p.output_s, 0xcd, s_bytes));
+      ours(probs[i], false)(nullptr);
+      CK(cudaDeviceSynchronize());
+      std::vector<char> host(q_bytes + s_bytes);
+      CK(cudaMemcpy(host.data(), p.output_q, q_bytes, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(host.data() + q_bytes, p.output_s, s_bytes, cudaMemcpyDeviceToHost));
+      FILE* f = std::fopen((dir + "/q" + std::to_string(i) + ".bin").c_str(), "wb");
+      std::fwrite(host.data(), 1, host.size(), f);
+      std::fclose(f);
+    }
+    return 0;
+  }
+  if (mode == "redo") {  // masked counts that change under a PDL launch give the same bytes as the final counts
+    int failures = 0;
+    for (int index : {6, 8}) {
+      const Problem& pr = probs[index];
+      const QuantParams& p = pr.p;
+      const int E = static_cast<int>(p.num_outer);
+      const size_t q_bytes = static_cast<size_t>(p.num_rows()) * p.hidden;
+      const size_t s_bytes = 4ull * E * p.s_outer_stride;
+      std::vector<int> final_counts(E), old_counts(E);
+      CK(cudaMemcpy(final_counts.data(), p.masked_m, 4 * E, cudaMemcpyDeviceToHost));
+      for (int e = 0; e < E; ++e) old_counts[e] = final_counts[E - 1 - e] / 2;  // different rows and experts
+      int32_t* d_final;
+      CK(cudaMalloc(&d_final, 4 * E));
+      CK(cudaMemcpy(d_final, final_counts.data(), 4 * E, cudaMemcpyHostToDevice));
+      cudaStream_t st;
+      CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      auto run = [&](bool late) {
+        CK(cudaMemset(p.output_q, 0xcd, q_bytes));
+        CK(cudaMemset(p.output_s, 0xcd, s_bytes));
+        CK(cudaMemcpy(const_cast<int32_t*>(p.masked_m), (late ? old_counts : final_counts).data(), 4 * E,
+                      cudaMemcpyHostToDevice));
+        CK(cudaDeviceSynchronize());
+        if (late) launch_ex(late_counts_kernel, 1, 32, st, false, const_cast<int32_t*>(p.masked_m),
+                            static_cast<const int32_t*>(d_final), E, 200000LL);
+        ours(pr, late)(st);
+        CK(cudaStreamSynchronize(st));
+        std::vector<char> out(q_bytes + s_bytes);
+        CK(cudaMemcpy(out.data(), p.output_q, q_bytes, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(out.data() + q_bytes, p.output_s, s_bytes, cudaMemcpyDeviceToHost));
+        return out;
+      };
+      const std::vector<char> want = run(false), got = run(true);
+      const bool same = want == got;
+      failures += !same;
+      std::printf("redo %s: counts changed under a PDL launch -> %s\n", pr.name.c_str(), same ? "same bytes" : "DIFFERENT bytes");
+    }
+    return failures ? 1 : 0;
+  }
+  if (mode == "quick") {  // PDL only, every problem, three passes (the spread between passes is the noise)
+    for (int pass = 0; pass < 3; ++pass) {
+      for (const Problem& pr : probs) std::printf("pass %d %-24s %8.3f\n", pass, pr.name.c_str(), time_graph(ours(pr, true), 20));
     }
     return 0;
   }

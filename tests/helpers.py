@@ -2,7 +2,7 @@
 import torch
 
 import sgl_quant
-from reference import code_steps, packed_bytes, packed_exponent_bytes, reference_quant
+from reference import FP8, code_steps, packed_bytes, packed_exponent_bytes, reference_quant
 
 POISON = 0x55
 # name -> (column-major, TMA-aligned, UE8M0, packed int32)
@@ -128,3 +128,26 @@ def activation_inputs(shape, dtype, seed, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-10, 6, (*shape[:-1], 1), generator=g).float())
     return x.to(dtype).to(device)
+
+
+def silu_subnormal_case():
+    """A huge gate times a subnormal bf16 `up` (row 0) and times a normal one (row 1), with the
+    smallest eps: the reference kernel's fast-math fp32 multiply flushes the subnormal, so row 0 is
+    all zeros (scale eps / 448); a product of 2^-50 instead would become the amax and code 448."""
+    x = torch.zeros(2, 2 * 128, dtype=torch.bfloat16)
+    x[:, 0] = 2.0**80
+    x[0, 128] = 2.0**-130  # subnormal
+    x[1, 128] = 2.0**-120  # normal: the product 2^-40 is kept
+    eps = 2.0**-100
+    inv_max = torch.tensor(1 / 448, dtype=torch.float32)
+    want_s = torch.stack([torch.tensor(eps, dtype=torch.float32) * inv_max, torch.tensor(2.0**-40) * inv_max])
+    want_q = torch.zeros(2, 128, dtype=torch.uint8)
+    want_q[1, 0] = 0x7E  # 448
+    return x, eps, want_q, want_s
+
+
+def check_silu_subnormal(device):
+    x, eps, want_q, want_s = silu_subnormal_case()
+    q, s, _ = run_v2(x.to(device), 128, FP8, "row", silu=True, eps=eps)
+    assert torch.equal(q.view(torch.uint8), want_q)
+    assert torch.equal(s[:, 0], want_s)

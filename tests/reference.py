@@ -17,9 +17,14 @@ def activation(x: torch.Tensor, fuse_silu_and_mul: bool) -> torch.Tensor:
     if not fuse_silu_and_mul:
         return x.float()
     h = x.shape[-1] // 2
-    gate, up = x[..., :h].float(), x[..., h:].float()
-    a = (gate / (1 + torch.exp(-gate))).to(x.dtype).float()
-    return (a * up).to(x.dtype).float()
+    gate, up = flush_subnormal(x[..., :h].float()), flush_subnormal(x[..., h:].float())
+    a = flush_subnormal(gate / (1 + torch.exp(-gate))).to(x.dtype).float()
+    return flush_subnormal(a * up).to(x.dtype).float()
+
+
+def flush_subnormal(v: torch.Tensor) -> torch.Tensor:
+    """fp32 subnormals to zeros of their sign, as the reference kernel's --use_fast_math arithmetic does."""
+    return torch.where(v.abs() < torch.finfo(torch.float32).tiny, v * 0, v)
 
 
 def reference_quant(x, group_size, out_dtype, eps=1e-10, scale_ue8m0=False, fuse_silu_and_mul=False,

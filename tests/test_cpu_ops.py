@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import LAYOUTS, activation_inputs, compare, expected_v2, run_v2
+from helpers import LAYOUTS, activation_inputs, check_silu_subnormal, compare, expected_v2, run_v2, silu_subnormal_case
 from reference import FP8, packed_exponent_bytes, reference_quant
 from sgl_quant.testing import make_input, make_masked_m
 
@@ -108,6 +108,13 @@ def test_silu_overflow_is_non_finite():
     q, s, _ = run_v2(x, 128, FP8, "row", silu=True)
     assert s[0, 0].isnan() and s[0, 1].isfinite()
     assert bool((q.view(torch.uint8)[0, :128] == 0x7F).all())
+
+
+def test_silu_product_flushes_subnormal_up():
+    check_silu_subnormal("cpu")
+    x, eps, want_q, want_s = silu_subnormal_case()
+    rq, rs, _ = reference_quant(x, 128, FP8, eps=eps, fuse_silu_and_mul=True)
+    assert torch.equal(rq.view(torch.uint8), want_q) and torch.equal(rs[:, 0], want_s)
 
 
 @pytest.mark.parametrize("shape", [(0, 256), (0, 3, 256), (3, 0, 256), (2, 0)], ids=str)

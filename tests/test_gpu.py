@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import LAYOUTS, activation_inputs, compare, run_v2
+from helpers import LAYOUTS, activation_inputs, check_silu_subnormal, compare, run_v2, silu_subnormal_case
 from reference import FP8
 from sgl_quant.testing import make_input, make_masked_m
 
@@ -114,10 +114,11 @@ def test_launch_shapes_give_the_same_bytes(shape):
 @pytest.mark.parametrize("group_size", [32, 128, 256])
 @pytest.mark.parametrize("layout", ["col", "col_tma", "col_f32_ue8m0", "row"])
 def test_batched_3d_rows_first_order(layout, group_size):
-    """Dense column-major fp32 scales use the rows-first task order (a warp's sub-warps take
-    consecutive rows of one group; rows padded to whole units): 3-D batches, whose row units straddle
-    the batch boundaries, with row counts that are not multiples of the unit, contiguous and sliced."""
-    for i, (b, m, groups) in enumerate([(3, 7, 5), (2, 21, 3), (5, 33, 2)]):
+    """Dense column-major fp32 scales use the rows-first task order (units of 2^k rows of one group,
+    from one row per sub-warp of a warp up to 32; rows padded to whole units): 3-D batches, whose row
+    units straddle the batch boundaries, with row counts that are not multiples of the unit (1028 rows:
+    32-row units), contiguous and sliced."""
+    for i, (b, m, groups) in enumerate([(3, 7, 5), (2, 21, 3), (5, 33, 2), (4, 257, 2)]):
         h = groups * group_size
         base = make_input((b, m + 3, h), torch.bfloat16, seed=50 + i, device="cuda")
         for x in (base[:, :m].contiguous(), base[:, 1:m + 1]):  # contiguous and sliced batches
@@ -125,6 +126,16 @@ def test_batched_3d_rows_first_order(layout, group_size):
             cpu = run_v2(x.cpu(), group_size, FP8, layout)
             compare(gpu, cpu[:2], gpu[2], codes_exact=LAYOUTS[layout][2], scales_exact=True,
                     max_code_fraction=2e-3, what=f"{tuple(x.shape)} g{group_size}")
+
+
+def test_silu_product_flushes_subnormal_up_cuda():
+    """The paired 16-bit multiply of the SiLU product flushes a subnormal bf16 `up` as the reference's
+    fp32 multiply does (test_cpu_ops has the case); masked too."""
+    check_silu_subnormal("cuda")
+    x, eps, want_q, want_s = silu_subnormal_case()
+    xm = x.reshape(2, 1, -1).cuda()
+    q, s, _ = run_v2(xm, 128, FP8, "row", silu=True, eps=eps, masked_m=torch.ones(2, dtype=torch.int32, device="cuda"))
+    assert torch.equal(q.view(torch.uint8).reshape(2, 128), want_q) and torch.equal(s.reshape(2, -1)[:, 0], want_s)
 
 
 def test_non_finite_groups_cuda():

@@ -18,13 +18,19 @@
 namespace sgl_quant {
 namespace {
 
+// fp32 arithmetic under --use_fast_math flushes subnormal operands and results to zero (keeping the
+// sign); the SiLU product does the same here, so that a subnormal bf16 `up` gives the kernel's (and
+// the reference's) zero, not a tiny product that could become the group's amax.
+inline float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+
 // The activation value v of SPEC §1 (rounded to T exactly where the kernel rounds).
 template <typename T>
 float activation(const T* gate, const T* up, int64_t i) {
   if (up == nullptr) return static_cast<float>(gate[i]);
-  const float z = static_cast<float>(gate[i]);
-  const T a = static_cast<T>(z / (1.0f + std::exp(-z)));
-  return static_cast<float>(static_cast<T>(static_cast<float>(a) * static_cast<float>(up[i])));
+  const float z = flush_subnormal(static_cast<float>(gate[i]));
+  const T a = static_cast<T>(flush_subnormal(z / (1.0f + std::exp(-z))));
+  const float product = flush_subnormal(static_cast<float>(a) * flush_subnormal(static_cast<float>(up[i])));
+  return static_cast<float>(static_cast<T>(product));
 }
 
 template <typename Q, typename R>

@@ -7,12 +7,13 @@
 // loads; four with fused SiLU), so that each load instruction of a warp reads whole 32-byte sectors.
 // The sub-warp reduces |v| with shuffles and each thread stores its codes as two 8-byte halves.
 // Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine;
-// a dense block locates its first task before the PDL wait (small calls are latency-bound). Dense
+// a block locates its first task before the PDL wait (small calls are latency-bound). Dense
 // calls with column-major fp32 scales order the tasks rows-first, so that the scales a warp writes
 // are adjacent (KernelArgs::rows_first_log2).
-// Masked (MoE) layout: only valid rows become tasks, so the work is spread evenly whatever the
-// counts and padded rows cost nothing. The prefix sum of the clamped per-expert counts is computed
-// on the device by every warp with shuffles (<= 32 experts) or by every block in shared memory.
+// Masked (MoE) layout, a kernel of its own: only valid rows become tasks, so the work is spread
+// evenly whatever the counts and padded rows cost nothing. The prefix sum of the clamped per-expert
+// counts is computed on the device by every warp with shuffles (<= 32 experts; from a read of the
+// counts before the PDL wait, checked after it) or by every block in shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -44,6 +45,23 @@ struct Pack2<__nv_bfloat16> {
   }
   // Float bit pattern of a non-negative bf16 given by its 16 bits.
   static __device__ __forceinline__ uint32_t abs_bits_to_float_bits(uint32_t b) { return b << 16; }
+  // T(a * b) per pair, rounded once, as the fp32 multiply of --use_fast_math would give it: subnormal b
+  // counts as a zero of its sign (FTZ). `a` is T(silu), never subnormal: silu's fp32 result is
+  // flushed, and a normal fp32 value rounds to a normal bf16. A subnormal product (the fp32 multiply
+  // would give 0) changes nothing downstream: it is below eps in the amax and flushed when scaled.
+  static __device__ __forceinline__ uint32_t mul_ftz(uint32_t a, uint32_t b) {
+    uint32_t normal;  // per half of b: 0xffff where the exponent is nonzero (normal, Inf, NaN), else 0
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("{.reg .b32 m; abs.bf16x2 m, %1; set.geu.u32.bf16x2 %0, m, %2;}" : "=r"(normal) : "r"(b), "r"(0x00800080u));
+#else  // bit 15 of each half of s is set iff that half's exponent is nonzero; prmt replicates it
+    const uint32_t s = (b & 0x7f807f80u) + 0x7f807f80u;
+    asm("prmt.b32 %0, %1, 0, 0xbb99;" : "=r"(normal) : "r"(s));
+#endif
+    const uint32_t b_ftz = b & (normal | 0x80008000u);  // keeps the sign of flushed halves
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b_ftz), "r"(0x80008000u));
+    return r;
+  }
 };
 
 template <>
@@ -57,6 +75,13 @@ struct Pack2<__half> {
   }
   static __device__ __forceinline__ uint32_t abs_bits_to_float_bits(uint32_t b) {
     return __float_as_uint(__half2float(__ushort_as_half(static_cast<unsigned short>(b))));
+  }
+  // T(a * b) per pair, rounded once. fp16 values are normal fp32 numbers and so are their products:
+  // nothing to flush.
+  static __device__ __forceinline__ uint32_t mul_ftz(uint32_t a, uint32_t b) {
+    uint32_t r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u));
+    return r;
   }
 };
 
@@ -74,14 +99,14 @@ __device__ __forceinline__ float silu(float z) {
 #endif
 }
 
-// v = T(T(silu(gate)) * up) for one pair; the product of two 16-bit floats is exact in fp32,
-// so one rounding to T gives the same bits as the reference's 16-bit multiply.
+// v = T(T(silu(gate)) * up) for one pair. The reference multiplies in fp32 (under --use_fast_math),
+// where the product of two 16-bit floats is exact, then rounds once to T; a paired 16-bit fma with
+// -0 gives the same bits in one instruction (instead of unpacking both, two multiplies and a pack),
+// once `up` is flushed as the fp32 multiply flushes it (Pack2::mul_ftz).
 template <typename T>
 __device__ __forceinline__ uint32_t silu_and_mul_pair(uint32_t gate, uint32_t up) {
   const float2 g = Pack2<T>::to_float2(gate);
-  const float2 a = Pack2<T>::to_float2(Pack2<T>::from_float2(make_float2(silu(g.x), silu(g.y))));
-  const float2 u = Pack2<T>::to_float2(up);
-  return Pack2<T>::from_float2(make_float2(a.x * u.x, a.y * u.y));
+  return Pack2<T>::mul_ftz(Pack2<T>::from_float2(make_float2(silu(g.x), silu(g.y))), up);
 }
 
 // n / d for 0 <= n < 2^31 with one multiply-high, an add and a shift; the divisor is fixed per
@@ -106,9 +131,10 @@ struct KernelArgs {
   int32_t num_tasks;  // dense: all groups (rows rounded up when rows_first_log2 > 0); masked: from the counts
   int32_t num_rows;   // dense: rows over all (outer, row) pairs
   // Dense task order. 0: a warp's sub-warps take consecutive groups of one row. k > 0 (column-major
-  // fp32 scales): they take 2^k consecutive rows of one group, so that their scales are adjacent and
-  // one store instruction writes them together; otherwise each 4-byte scale is a store to its own
-  // sector, and the sectors written piecewise from many SMs at once cost M=4096, H=4096 8% (probe).
+  // fp32 scales): the tasks run through 2^k consecutive rows of one group before the next group, so
+  // that a warp's scales are adjacent (one store instruction) and a block's fill whole lines;
+  // otherwise each 4-byte scale is a store to its own sector, and the sectors written piecewise from
+  // many SMs at once cost M=4096, H=4096 8% (probe).
   int32_t rows_first_log2;
 };
 
@@ -259,10 +285,15 @@ __device__ __forceinline__ Task<T> locate_masked_task(const KernelArgs& args, co
   return locate_task<T, GS>(p, lo, row_index - prefix[lo], g);
 }
 
-// Masked layout, at most 32 experts: every warp reads the counts itself, lane e the clamped count of expert e.
+// Masked layout, at most 32 experts: every warp reads the counts itself, lane e the clamped count of
+// expert e. kBeforeWait: a read before the PDL wait goes to L2 and leaves no line in L1, where the
+// read after the wait (through L1, shared by the SM's warps) could find a stale one.
+template <bool kBeforeWait>
 __device__ __forceinline__ int warp_masked_count(const QuantParams& p) {
   const int lane = threadIdx.x & 31;
-  return lane < p.num_outer ? min(max(__ldg(p.masked_m + lane), 0), static_cast<int>(p.rows_per_outer)) : 0;
+  if (lane >= p.num_outer) return 0;
+  const int count = kBeforeWait ? __ldcg(p.masked_m + lane) : __ldg(p.masked_m + lane);
+  return min(max(count, 0), static_cast<int>(p.rows_per_outer));
 }
 
 // Sum over the 32 lanes, returned to all of them.
@@ -291,37 +322,63 @@ __device__ __forceinline__ int warp_exclusive_prefix(int count, int num_experts)
 }
 
 // The same lookup as locate_masked_task with the prefix held by the warp's lanes (`exclusive` from
-// warp_exclusive_prefix): the largest e with exclusive[e] <= row_index, by binary lifting over
-// the lanes. All 32 lanes must call it (shuffles).
+// warp_exclusive_prefix): the largest expert e with exclusive[e] <= row_index, which is the number
+// of experts with exclusive[e] <= row_index, minus one (the starts do not decrease): one ballot per
+// distinct row among the warp's tasks. All 32 lanes must call it (shuffles, ballots).
 template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& args, int exclusive, int task) {
   const QuantParams& p = args.p;
   const int row_index = args.groups_per_row.div(task);
   const int g = task - row_index * p.groups_per_row;
+  const int lane = threadIdx.x & 31;
+  const bool is_expert = lane < p.num_outer;
   int expert = 0;
-#pragma unroll
-  for (int step = 16; step > 0; step >>= 1) {
-    if (step >= p.num_outer) continue;  // uniform: candidates stay below the expert count
-    const int candidate = expert + step;
-    const int start = __shfl_sync(0xffffffffu, exclusive, candidate & 31);
-    if (candidate < p.num_outer && start <= row_index) expert = candidate;
+  for (unsigned pending = 0xffffffffu; pending != 0;) {  // one round per distinct row in the warp (usually one)
+    const int r = __shfl_sync(0xffffffffu, row_index, __ffs(pending) - 1);
+    const unsigned starts_at_or_before = __ballot_sync(0xffffffffu, is_expert && exclusive <= r);
+    if (row_index == r) expert = __popc(starts_at_or_before) - 1;
+    pending &= ~__ballot_sync(0xffffffffu, row_index == r);
   }
   return locate_task<T, GS>(p, expert, row_index - __shfl_sync(0xffffffffu, exclusive, expert), g);
 }
 
-// Quantizes one group with the GS/16 threads of a sub-warp (lane = this thread's index in it).
-// Every thread of the warp must call it (shuffles); threads of an invalid task only take part in them.
+// One thread's input words of a task: two 16-byte chunks of the group, [lane * 8, +8) and
+// [GS / 2 + lane * 8, +8), so that each load instruction of a warp reads whole 32-byte sectors; with
+// fused SiLU the same chunks of the gate half (v[0], v[1]) and of the up half (v[2], v[3]).
+template <bool SILU>
+struct TaskInput {
+  uint4 v[SILU ? 4 : 2];
+};
+
+template <typename T, int GS, bool SILU>
+__device__ __forceinline__ TaskInput<SILU> load_task_input(const QuantParams& p, const Task<T>& t, int lane,
+                                                           bool valid) {
+  TaskInput<SILU> in = {};
+  if (!valid) return in;  // never read
+  const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
+  in.v[0] = load_input_vec(t.src + chunk0);
+  in.v[1] = load_input_vec(t.src + chunk1);
+  if constexpr (SILU) {
+    in.v[2] = load_input_vec(t.src + p.hidden + chunk0);
+    in.v[3] = load_input_vec(t.src + p.hidden + chunk1);
+  }
+  return in;
+}
+
+// Quantizes one group with the GS/16 threads of a sub-warp (lane = this thread's index in it) from
+// this thread's input words. Every thread of the warp must call it (shuffles); threads of an invalid
+// task only take part in them.
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
-__device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid) {
+__device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid,
+                                              const TaskInput<SILU>& in) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   constexpr bool kRoundScale = SK != ScaleKind::kFloat;
-  // this thread's two 8-element chunks: [lane * 8, +8) and [GS / 2 + lane * 8, +8) of the group
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
   uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (valid) {
-    const uint4 a = load_input_vec(t.src + chunk0), b = load_input_vec(t.src + chunk1);
+    const uint4 a = in.v[0], b = in.v[1];
     if constexpr (SILU) {
-      const uint4 c = load_input_vec(t.src + p.hidden + chunk0), d = load_input_vec(t.src + p.hidden + chunk1);
+      const uint4 c = in.v[2], d = in.v[3];
       const uint32_t gate[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       const uint32_t up[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
 #pragma unroll
@@ -377,13 +434,20 @@ __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T
   }
 }
 
-// Registers: plain quantization keeps ptxas's choice, 32 (full occupancy, best for the memory-bound
-// large calls). Fused SiLU may use 40 (at least 3 blocks of 512 per SM, 75% occupancy): its 16 SiLUs
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+__device__ __forceinline__ void load_and_quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid) {
+  quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, load_task_input<T, GS, SILU>(p, t, lane, valid));
+}
+
+// Registers: plain quantization at most 32 (full occupancy, best for the memory-bound large calls;
+// ptxas's own choice for the dense kernel until the masked one got its own). Fused SiLU may use 40 (at least 3 blocks of 512 per SM, 75% occupancy): its 16 SiLUs
 // per thread then overlap instead of queuing on one another, which made every SiLU case faster
 // (probe, H200: dense SiLU over 1490 rows 4.26 -> 3.58 us, masked 8 x 512 5.57 -> 4.93 us;
 // benchmark/NOTES.md v8b).
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
-__global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_group_quant_kernel(const KernelArgs args) {
+// Dense and masked layouts are separate kernels (MASKED): each gets its own register allocation, so
+// the masked layout's bookkeeping never costs the dense kernel registers or occupancy.
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
+__global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_group_quant_kernel(const KernelArgs args) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
                 "group size must be 16 * a power of two, at most 512");
@@ -395,7 +459,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_grou
   // Loop bounds are uniform over the block, so every warp reaches the shuffles together.
   int64_t first = static_cast<int64_t>(blockIdx.x) * groups_per_block;
 
-  if (p.masked_m == nullptr) {
+  if constexpr (!MASKED) {
     // Dense. The launcher never makes more blocks than tasks, so every block has a first task:
     // locate it before waiting for the producer kernel (PDL), so that this index math overlaps
     // the producer's tail instead of adding to the latency of small calls.
@@ -404,27 +468,44 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_grou
     Task<T> t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
     pdl_wait_for_producer();  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
-    quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+    load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     for (first += grid_stride; first < num_tasks; first += grid_stride) {
       valid = first + sub < num_tasks;
       t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
-      quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+      load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else if (p.num_outer <= kWarpScanMaxExperts) {
     // Masked, at most 32 experts: every warp scans the counts itself (one load, a warp sum, at most
-    // five shuffles), so no shared memory and no barriers stand between the counts and the first
-    // input load. Blocks beyond the valid rows stop after the sum.
+    // five shuffles), so no shared memory and no barriers stand between the counts and the inputs.
+    // The counts were usually written kernels earlier (by the MoE dispatch), so a warp reads them and
+    // locates its first task before the PDL wait, like the dense path; after the wait it reads them
+    // again while that task's input loads are in flight, and starts over only if they changed (the
+    // previous kernel wrote them). The early read bypasses L1, so that the later one cannot find a
+    // stale line there (warp_masked_count). (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 ->
+    // 10.66; the check after the wait is not on the path to the first input loads.)
+    const int num_experts = static_cast<int>(p.num_outer);
+    const int guess = warp_masked_count<true>(p);
+    int num_tasks = warp_sum(guess) * p.groups_per_row;
+    int exclusive = warp_exclusive_prefix(guess, num_experts);
+    bool valid = first + sub < num_tasks;
+    Task<T> t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
     pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
     pdl_allow_dependents();
-    const int count = warp_masked_count(p);
-    const int num_tasks = warp_sum(count) * p.groups_per_row;
-    if (int64_t{blockIdx.x} * groups_per_block >= num_tasks) return;  // no task for this block
-    const int exclusive = warp_exclusive_prefix(count, static_cast<int>(p.num_outer));
-    for (; first < num_tasks; first += grid_stride) {
-      const bool valid = first + sub < num_tasks;
-      const Task<T> t =
-          locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : num_tasks - 1);
-      quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+    const int count = warp_masked_count<false>(p);
+    TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
+    if (!__all_sync(0xffffffffu, count == guess)) {  // rare: redo the first task's lookup and loads
+      num_tasks = warp_sum(count) * p.groups_per_row;
+      exclusive = warp_exclusive_prefix(count, num_experts);
+      valid = first + sub < num_tasks;
+      t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
+      in = load_task_input<T, GS, SILU>(p, t, lane, valid);
+    }
+    if (first >= num_tasks) return;  // no task for this block (the counts are the same in all its warps now)
+    quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
+    for (first += grid_stride; first < num_tasks; first += grid_stride) {
+      valid = first + sub < num_tasks;
+      t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : num_tasks - 1);
+      load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else {
     // Masked, many experts: each block prefix-sums the clamped counts in shared memory and finds a
@@ -437,7 +518,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 0) per_token_grou
     for (; first < num_tasks; first += grid_stride) {
       const bool valid = first + sub < num_tasks;
       const Task<T> t = locate_masked_task<T, GS>(args, prefix, valid ? static_cast<int>(first + sub) : num_tasks - 1);
-      quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+      load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   }
 }
@@ -454,24 +535,34 @@ struct LaunchOptions {
 
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
 
-// Launches one kernel variant. Returns the CUDA error of the launch (cudaSuccess when fine).
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+// Launches one kernel variant; MASKED must say whether p.masked_m is set. Returns the CUDA error of
+// the launch (cudaSuccess when fine).
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
-  const auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU>;
-  // Rows-first task order (KernelArgs) for dense column-major fp32 scales: whole rows padded to units
-  // of one row per sub-warp of a warp. Not for 16-element groups (a warp would then store 16-byte
-  // halves of 32 rows' code sectors) nor for fewer rows than a unit (M=1 would launch 4x the tasks).
-  constexpr int kSubWarps = 32 / kThreadsPerGroup;
+  if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
+  const auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
+  // Rows-first task order (KernelArgs) for dense column-major fp32 scales, in units of up to 32 rows,
+  // so that a block of 256 threads writes whole 128-byte lines of scales (probe, H200: M=16384,
+  // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp).
+  // The rows are padded to whole units; the unit halves, down to one row per sub-warp of a warp, until
+  // the padding is at most 1/8 of the rows. Not for 16-element groups (a warp would then store 16-byte
+  // halves of 32 rows' code sectors) nor for fewer rows than a warp has sub-warps (M=1 would launch
+  // 4x the tasks).
+  constexpr int kMinUnitRows = 32 / kThreadsPerGroup;
+  constexpr int kMaxUnitRows = 32;
   const int64_t num_rows = p.num_rows();
   int64_t num_tasks = p.num_groups();
   int rows_first_log2 = 0;
   if (p.masked_m == nullptr && GS >= 32 && SK != ScaleKind::kPackedUE8M0 && p.s_group_stride != 1 &&
-      num_rows >= kSubWarps) {
-    const int64_t padded = (num_rows + kSubWarps - 1) / kSubWarps * kSubWarps * p.groups_per_row;
+      num_rows >= kMinUnitRows) {
+    auto padded_rows = [num_rows](int64_t unit) { return (num_rows + unit - 1) / unit * unit; };
+    int unit = kMaxUnitRows;
+    while (unit > kMinUnitRows && padded_rows(unit) * 8 > num_rows * 9) unit /= 2;
+    const int64_t padded = padded_rows(unit) * p.groups_per_row;
     if (padded < (int64_t{1} << 31)) {
       num_tasks = padded;
-      rows_first_log2 = log2_of_power_of_two(kSubWarps);
+      rows_first_log2 = log2_of_power_of_two(unit);
     }
   }
   int threads = opt.block_threads;
@@ -537,38 +628,38 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
-// Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {plain, SiLU}.
-// Used to instantiate the launchers in one .cu per group size (parallel builds) and to declare
-// them extern in the dispatcher.
-#define SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(GS, X)                  \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, false)          \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, true)           \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, false)     \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, true)      \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, false)    \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, true)     \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, false)         \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, true)          \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, false)    \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, true)     \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, false)   \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, true)    \
-  X(__half, Fp8Range, GS, ScaleKind::kFloat, false)                 \
-  X(__half, Fp8Range, GS, ScaleKind::kFloat, true)                  \
-  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, false)            \
-  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, true)             \
-  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, false)           \
-  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, true)            \
-  X(__half, Int8Range, GS, ScaleKind::kFloat, false)                \
-  X(__half, Int8Range, GS, ScaleKind::kFloat, true)                 \
-  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, false)           \
-  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, true)            \
-  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, false)          \
-  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, true)
+// Every variant of one group size and layout (MASKED): {bf16, fp16} x {fp8, int8} x {3 scale kinds} x
+// {plain, SiLU}. Used to instantiate the launchers in one .cu per group size and layout (parallel
+// builds) and to declare them extern in the dispatcher.
+#define SGLQ_FOR_EACH_VARIANT(GS, MASKED, X)                                                   \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, false, MASKED)                             \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, true, MASKED)                              \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, false, MASKED)                        \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, true, MASKED)                         \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, false, MASKED)                       \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, true, MASKED)                        \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, false, MASKED)                            \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, true, MASKED)                             \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, false, MASKED)                       \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, true, MASKED)                        \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, false, MASKED)                      \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, true, MASKED)                       \
+  X(__half, Fp8Range, GS, ScaleKind::kFloat, false, MASKED)                                    \
+  X(__half, Fp8Range, GS, ScaleKind::kFloat, true, MASKED)                                     \
+  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, false, MASKED)                               \
+  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, true, MASKED)                                \
+  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, false, MASKED)                              \
+  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, true, MASKED)                               \
+  X(__half, Int8Range, GS, ScaleKind::kFloat, false, MASKED)                                   \
+  X(__half, Int8Range, GS, ScaleKind::kFloat, true, MASKED)                                    \
+  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, false, MASKED)                              \
+  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, true, MASKED)                               \
+  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, false, MASKED)                             \
+  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, true, MASKED)
 
-#define SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU) \
-  cudaError_t launch_per_token_group_quant<T, R, GS, SK, SILU>(const QuantParams&, const LaunchOptions&);
-#define SGLQ_INSTANTIATE_LAUNCHER(T, R, GS, SK, SILU) template SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU)
-#define SGLQ_DECLARE_LAUNCHER(T, R, GS, SK, SILU) extern template SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU)
+#define SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU, MASKED) \
+  cudaError_t launch_per_token_group_quant<T, R, GS, SK, SILU, MASKED>(const QuantParams&, const LaunchOptions&);
+#define SGLQ_INSTANTIATE_LAUNCHER(T, R, GS, SK, SILU, MASKED) template SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU, MASKED)
+#define SGLQ_DECLARE_LAUNCHER(T, R, GS, SK, SILU, MASKED) extern template SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SK, SILU, MASKED)
 
 }  // namespace sgl_quant

@@ -16,11 +16,14 @@
 
 namespace sgl_quant {
 
-SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(16, SGLQ_DECLARE_LAUNCHER)
-SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(32, SGLQ_DECLARE_LAUNCHER)
-SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(64, SGLQ_DECLARE_LAUNCHER)
-SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(128, SGLQ_DECLARE_LAUNCHER)
-SGLQ_FOR_EACH_VARIANT_OF_GROUP_SIZE(256, SGLQ_DECLARE_LAUNCHER)
+#define SGLQ_DECLARE_BOTH_LAYOUTS(GS)                \
+  SGLQ_FOR_EACH_VARIANT(GS, false, SGLQ_DECLARE_LAUNCHER) \
+  SGLQ_FOR_EACH_VARIANT(GS, true, SGLQ_DECLARE_LAUNCHER)
+SGLQ_DECLARE_BOTH_LAYOUTS(16)
+SGLQ_DECLARE_BOTH_LAYOUTS(32)
+SGLQ_DECLARE_BOTH_LAYOUTS(64)
+SGLQ_DECLARE_BOTH_LAYOUTS(128)
+SGLQ_DECLARE_BOTH_LAYOUTS(256)
 
 namespace {
 
@@ -57,19 +60,23 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
+template <typename T, typename R, int GS, ScaleKind SK>
+cudaError_t dispatch_silu_and_layout(const QuantParams& p, const LaunchOptions& o) {
+  const bool masked = p.masked_m != nullptr;
+  if (p.fuse_silu_and_mul) {
+    return masked ? launch_per_token_group_quant<T, R, GS, SK, true, true>(p, o)
+                  : launch_per_token_group_quant<T, R, GS, SK, true, false>(p, o);
+  }
+  return masked ? launch_per_token_group_quant<T, R, GS, SK, false, true>(p, o)
+                : launch_per_token_group_quant<T, R, GS, SK, false, false>(p, o);
+}
+
 template <typename T, typename R, int GS>
 cudaError_t dispatch_scale_kind(const QuantParams& p, const LaunchOptions& o) {
-  const bool silu = p.fuse_silu_and_mul;
   switch (p.scale_kind) {
-    case ScaleKind::kFloat:
-      return silu ? launch_per_token_group_quant<T, R, GS, ScaleKind::kFloat, true>(p, o)
-                  : launch_per_token_group_quant<T, R, GS, ScaleKind::kFloat, false>(p, o);
-    case ScaleKind::kFloatUE8M0:
-      return silu ? launch_per_token_group_quant<T, R, GS, ScaleKind::kFloatUE8M0, true>(p, o)
-                  : launch_per_token_group_quant<T, R, GS, ScaleKind::kFloatUE8M0, false>(p, o);
-    case ScaleKind::kPackedUE8M0:
-      return silu ? launch_per_token_group_quant<T, R, GS, ScaleKind::kPackedUE8M0, true>(p, o)
-                  : launch_per_token_group_quant<T, R, GS, ScaleKind::kPackedUE8M0, false>(p, o);
+    case ScaleKind::kFloat: return dispatch_silu_and_layout<T, R, GS, ScaleKind::kFloat>(p, o);
+    case ScaleKind::kFloatUE8M0: return dispatch_silu_and_layout<T, R, GS, ScaleKind::kFloatUE8M0>(p, o);
+    case ScaleKind::kPackedUE8M0: return dispatch_silu_and_layout<T, R, GS, ScaleKind::kPackedUE8M0>(p, o);
   }
   return cudaErrorInvalidValue;
 }
