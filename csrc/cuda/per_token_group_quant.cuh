@@ -136,6 +136,9 @@ struct KernelArgs {
   // otherwise each 4-byte scale is a store to its own sector, and the sectors written piecewise from
   // many SMs at once cost M=4096, H=4096 8% (probe).
   int32_t rows_first_log2;
+  // Launched with programmatic dependent launch: the kernel may start before the previous one ends.
+  // Without it, data read before pdl_wait_for_producer() is final already (masked counts: one read).
+  int32_t pdl;
 };
 
 __device__ __forceinline__ uint4 load_input_vec(const void* ptr) {
@@ -481,18 +484,18 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // locates its first task before the PDL wait, like the dense path; after the wait it reads them
     // again while that task's input loads are in flight, and starts over only if they changed (the
     // previous kernel wrote them). The early read bypasses L1, so that the later one cannot find a
-    // stale line there (warp_masked_count). (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 ->
+    // stale line there (warp_masked_count). Without PDL the early read is final: no second one. (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 ->
     // 10.66; the check after the wait is not on the path to the first input loads.)
     const int num_experts = static_cast<int>(p.num_outer);
-    const int guess = warp_masked_count<true>(p);
+    const int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
     int exclusive = warp_exclusive_prefix(guess, num_experts);
     bool valid = first + sub < num_tasks;
     Task<T> t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
     pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
     pdl_allow_dependents();
-    const int count = warp_masked_count<false>(p);
     TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
+    const int count = args.pdl ? warp_masked_count<false>(p) : guess;
     if (!__all_sync(0xffffffffu, count == guess)) {  // rare: redo the first task's lookup and loads
       num_tasks = warp_sum(count) * p.groups_per_row;
       exclusive = warp_exclusive_prefix(count, num_experts);
@@ -625,6 +628,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   args.num_tasks = static_cast<int32_t>(num_tasks);
   args.num_rows = static_cast<int32_t>(num_rows);
   args.rows_first_log2 = rows_first_log2;
+  args.pdl = opt.pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
