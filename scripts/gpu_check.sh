@@ -61,10 +61,8 @@ if [[ " $STEPS " == *" redo "* ]]; then
   # masked counts rewritten by a producer that is still running when the kernel starts under PDL: the
   # kernel's early read of the counts is wrong and it must start over (scripts/latency_probe.cu, redo)
   # (the guessed first task's loads stay in bounds: memcheck runs it too)
-  NVCC=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc | head -1)
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-  step redo 300 "$OUT/redo.log" bash -c "$NVCC -O3 -std=c++17 --use_fast_math -gencode arch=compute_90a,code=sm_90a \
-    -I csrc scripts/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe redo &&
+  step redo 300 "$OUT/redo.log" bash -c "scripts/build_probe.sh /tmp/latency_probe && /tmp/latency_probe redo &&
     $SAN --tool memcheck --error-exitcode 3 /tmp/latency_probe redo"
   summary+=("redo       $(grep -c 'same bytes' "$OUT/redo.log") of 4 same bytes; $(grep -m1 'ERROR SUMMARY' "$OUT/redo.log")")
 fi

@@ -12,9 +12,8 @@
 //   quick PDL only, every problem, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //
-//   nvcc -O3 -std=c++17 --use_fast_math -gencode arch=compute_90a,code=sm_90a -I csrc \
-//        scripts/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe [mode]
-// or on the device machine, with logs and optional ncu: MODES="all grid" scripts/probe_run.sh
+//   scripts/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
+// or on the device machine, with logs, optional ncu and A/B builds: MODES="all grid" scripts/probe_run.sh
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -356,8 +356,8 @@ struct TaskInput {
 template <typename T, int GS, bool SILU>
 __device__ __forceinline__ TaskInput<SILU> load_task_input(const QuantParams& p, const Task<T>& t, int lane,
                                                            bool valid) {
-  TaskInput<SILU> in = {};
-  if (!valid) return in;  // never read
+  TaskInput<SILU> in = {};  // zeros for an invalid task (never used; left undefined, ptxas spilled)
+  if (!valid) return in;
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
   in.v[0] = load_input_vec(t.src + chunk0);
   in.v[1] = load_input_vec(t.src + chunk1);
@@ -484,8 +484,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // locates its first task before the PDL wait, like the dense path; after the wait it reads them
     // again while that task's input loads are in flight, and starts over only if they changed (the
     // previous kernel wrote them). The early read bypasses L1, so that the later one cannot find a
-    // stale line there (warp_masked_count). Without PDL the early read is final: no second one. (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 ->
-    // 10.66; the check after the wait is not on the path to the first input loads.)
+    // stale line there (warp_masked_count). Without PDL the early read is final: no second one.
+    // (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 -> 10.66; the check after the wait is
+    // not on the path to the first input loads.)
     const int num_experts = static_cast<int>(p.num_outer);
     const int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
