@@ -288,58 +288,51 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  // Poisons the outputs of a problem, runs `launch`, and returns its codes followed by its scales.
+  auto outputs_of = [](const Problem& pr, const std::function<void()>& launch) {
+    const QuantParams& p = pr.p;
+    const size_t q_bytes = static_cast<size_t>(p.num_rows()) * p.hidden;
+    CK(cudaMemset(p.output_q, 0xcd, q_bytes));
+    CK(cudaMemset(p.output_s, 0xcd, pr.s_bytes));
+    launch();
+    CK(cudaDeviceSynchronize());
+    std::vector<char> out(q_bytes + pr.s_bytes);
+    CK(cudaMemcpy(out.data(), p.output_q, q_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(out.data() + q_bytes, p.output_s, pr.s_bytes, cudaMemcpyDeviceToHost));
+    return out;
+  };
   if (mode == "dump") {  // one launch of every problem, codes then scales to files (compare builds with cmp)
     const std::string dir = argc > 2 ? argv[2] : ".";
     for (size_t i = 0; i < probs.size(); ++i) {
-      const QuantParams& p = probs[i].p;
-      const size_t q_bytes = static_cast<size_t>(p.num_rows()) * p.hidden;
-      const size_t s_bytes = probs[i].s_bytes;
-      CK(cudaMemset(p.output_q, 0xcd, q_bytes));
-      CK(cudaMemset(p.output_s, 0xcd, s_bytes));
-      ours(probs[i], false)(nullptr);
-      CK(cudaDeviceSynchronize());
-      std::vector<char> host(q_bytes + s_bytes);
-      CK(cudaMemcpy(host.data(), p.output_q, q_bytes, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(host.data() + q_bytes, p.output_s, s_bytes, cudaMemcpyDeviceToHost));
+      const std::vector<char> out = outputs_of(probs[i], [&] { ours(probs[i], false)(nullptr); });
       FILE* f = std::fopen((dir + "/q" + std::to_string(i) + ".bin").c_str(), "wb");
-      std::fwrite(host.data(), 1, host.size(), f);
+      std::fwrite(out.data(), 1, out.size(), f);
       std::fclose(f);
     }
     return 0;
   }
   if (mode == "redo") {  // masked counts that change under a PDL launch give the same bytes as the final counts
     int failures = 0;
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int index : {6, 8}) {
       const Problem& pr = probs[index];
-      const QuantParams& p = pr.p;
-      const int E = static_cast<int>(p.num_outer);
-      const size_t q_bytes = static_cast<size_t>(p.num_rows()) * p.hidden;
-      const size_t s_bytes = 4ull * E * p.s_outer_stride;
+      int32_t* counts = const_cast<int32_t*>(pr.p.masked_m);
+      const int E = static_cast<int>(pr.p.num_outer);
       std::vector<int> final_counts(E), old_counts(E);
-      CK(cudaMemcpy(final_counts.data(), p.masked_m, 4 * E, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(final_counts.data(), counts, 4 * E, cudaMemcpyDeviceToHost));
       for (int e = 0; e < E; ++e) old_counts[e] = final_counts[E - 1 - e] / 2;  // different rows and experts
       int32_t* d_final;
       CK(cudaMalloc(&d_final, 4 * E));
       CK(cudaMemcpy(d_final, final_counts.data(), 4 * E, cudaMemcpyHostToDevice));
-      cudaStream_t st;
-      CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
       auto run = [&](bool late) {
-        CK(cudaMemset(p.output_q, 0xcd, q_bytes));
-        CK(cudaMemset(p.output_s, 0xcd, s_bytes));
-        CK(cudaMemcpy(const_cast<int32_t*>(p.masked_m), (late ? old_counts : final_counts).data(), 4 * E,
-                      cudaMemcpyHostToDevice));
-        CK(cudaDeviceSynchronize());
-        if (late) launch_ex(late_counts_kernel, 1, 32, st, false, const_cast<int32_t*>(p.masked_m),
-                            static_cast<const int32_t*>(d_final), E, 200000LL);
-        ours(pr, late)(st);
-        CK(cudaStreamSynchronize(st));
-        std::vector<char> out(q_bytes + s_bytes);
-        CK(cudaMemcpy(out.data(), p.output_q, q_bytes, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(out.data() + q_bytes, p.output_s, s_bytes, cudaMemcpyDeviceToHost));
-        return out;
+        CK(cudaMemcpy(counts, (late ? old_counts : final_counts).data(), 4 * E, cudaMemcpyHostToDevice));
+        return outputs_of(pr, [&] {
+          if (late) launch_ex(late_counts_kernel, 1, 32, st, false, counts, static_cast<const int32_t*>(d_final), E, 200000LL);
+          ours(pr, late)(st);
+        });
       };
-      const std::vector<char> want = run(false), got = run(true);
-      const bool same = want == got;
+      const bool same = run(false) == run(true);
       failures += !same;
       std::printf("redo %s: counts changed under a PDL launch -> %s\n", pr.name.c_str(), same ? "same bytes" : "DIFFERENT bytes");
     }
