@@ -14,6 +14,7 @@ OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 STEPS=${STEPS:-"build tests sanitizer redo bench"}  # "ncu" adds an Nsight Compute profile (scripts/profile_case.py)
 NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: dense or masked
 BENCH_ARGS=${BENCH_ARGS:-}
@@ -49,7 +50,6 @@ if [[ " $STEPS " == *" tests "* ]]; then
 fi
 
 if [[ " $STEPS " == *" sanitizer "* ]]; then
-  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   {
     echo "== memcheck"; timeout 300 "$SAN" --tool memcheck --error-exitcode 3 $PY scripts/sanitize_subset.py; echo "rc=$?"
     echo "== racecheck"; timeout 300 "$SAN" --tool racecheck --error-exitcode 3 $PY scripts/sanitize_subset.py; echo "rc=$?"
@@ -61,7 +61,6 @@ if [[ " $STEPS " == *" redo "* ]]; then
   # masked counts rewritten by a producer that is still running when the kernel starts under PDL: the
   # kernel's early read of the counts is wrong and it must start over (scripts/latency_probe.cu, redo)
   # (the guessed first task's loads stay in bounds: memcheck runs it too)
-  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   step redo 300 "$OUT/redo.log" bash -c "scripts/build_probe.sh /tmp/latency_probe && /tmp/latency_probe redo &&
     $SAN --tool memcheck --error-exitcode 3 /tmp/latency_probe redo"
   summary+=("redo       $(grep -c 'same bytes' "$OUT/redo.log") of 4 same bytes; $(grep -m1 'ERROR SUMMARY' "$OUT/redo.log")")

@@ -146,8 +146,12 @@ def silu_subnormal_case():
     return x, eps, want_q, want_s
 
 
-def check_silu_subnormal(device):
+def check_silu_subnormal(device, masked=False):
+    """silu_subnormal_case on `device`, dense [2, 256] or masked [2 experts, 1 row, 256]."""
     x, eps, want_q, want_s = silu_subnormal_case()
-    q, s, _ = run_v2(x.to(device), 128, FP8, "row", silu=True, eps=eps)
-    assert torch.equal(q.view(torch.uint8), want_q)
-    assert torch.equal(s[:, 0], want_s)
+    x, masked_m = x.to(device), None
+    if masked:
+        x, masked_m = x.reshape(2, 1, -1), torch.ones(2, dtype=torch.int32, device=device)
+    q, s, _ = run_v2(x, 128, FP8, "row", silu=True, eps=eps, masked_m=masked_m)
+    assert torch.equal(q.view(torch.uint8).reshape(2, 128), want_q)
+    assert torch.equal(s.reshape(2, -1)[:, 0], want_s)

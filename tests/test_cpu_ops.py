@@ -112,6 +112,7 @@ def test_silu_overflow_is_non_finite():
 
 def test_silu_product_flushes_subnormal_up():
     check_silu_subnormal("cpu")
+    check_silu_subnormal("cpu", masked=True)
     x, eps, want_q, want_s = silu_subnormal_case()
     rq, rs, _ = reference_quant(x, 128, FP8, eps=eps, fuse_silu_and_mul=True)
     assert torch.equal(rq.view(torch.uint8), want_q) and torch.equal(rs[:, 0], want_s)
