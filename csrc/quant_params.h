@@ -62,6 +62,21 @@ struct QuantParams {
   int64_t num_groups() const { return num_rows() * groups_per_row; }
 };
 
+// The fused (add +) RMSNorm -> quantization problem (SPEC §6): `quant` describes the input rows
+// (row stride allowed) and the codes and scales exactly as v2 would for a 2-D input (num_outer = 1);
+// weight, residual and output_normed are [H] / contiguous [M, H] of the input's type.
+struct RmsNormQuantParams {
+  QuantParams quant;
+  const void* weight = nullptr;
+  void* residual = nullptr;       // null: no residual (z = x); else read, and written with T(x + r)
+  void* output_normed = nullptr;  // null: the normalized activation is not stored
+  float norm_eps = 1e-6f;
+};
+
+// Largest H of the fused op: the CUDA kernel keeps a row in the registers of at most 1024 threads,
+// two 16-element chunks each.
+constexpr int64_t kMaxRmsNormHidden = 32768;
+
 SGLQ_HD uint32_t float_bits(float x) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(x);

@@ -16,6 +16,9 @@ from .quant import (
     per_token_group_quant_fp8,
     per_token_group_quant_fp8_dsv4,
     per_token_group_quant_int8,
+    rmsnorm_per_token_group_quant_8bit,
+    rmsnorm_per_token_group_quant_fp8,
+    rmsnorm_per_token_group_quant_int8,
 )
 
 
@@ -40,4 +43,7 @@ __all__ = [
     "per_token_group_quant_fp8",
     "per_token_group_quant_fp8_dsv4",
     "per_token_group_quant_int8",
+    "rmsnorm_per_token_group_quant_8bit",
+    "rmsnorm_per_token_group_quant_fp8",
+    "rmsnorm_per_token_group_quant_int8",
 ]

@@ -15,12 +15,15 @@ def info():
 
 
 def bench(args):
-    script = Path(__file__).resolve().parent.parent / "benchmark" / "bench_per_token_group_quant.py"
-    if not script.is_file():
-        print("the benchmark lives in the source tree (benchmark/bench_per_token_group_quant.py); "
-              "run this from a source checkout", file=sys.stderr)
+    """Both benchmarks: v2/DSV4 (all args) and, on a GPU, the fused RMSNorm op (--quick/--out/--no-baselines)."""
+    folder = Path(__file__).resolve().parent.parent / "benchmark"
+    if not (folder / "bench_per_token_group_quant.py").is_file():
+        print("the benchmarks live in the source tree (benchmark/); run this from a source checkout", file=sys.stderr)
         return 2
-    return subprocess.call([sys.executable, str(script), *args])
+    rc = subprocess.call([sys.executable, str(folder / "bench_per_token_group_quant.py"), *args])
+    shared = [a for i, a in enumerate(args) if a in ("--quick", "--no-baselines", "--out")
+              or (i > 0 and args[i - 1] == "--out")]
+    return rc or subprocess.call([sys.executable, str(folder / "bench_rmsnorm_quant.py"), *shared])
 
 
 def selftest():

@@ -1,4 +1,4 @@
-"""Drop-in replacements with the call shapes of the code that SGLang runs today.
+"""Drop-in replacements with the call shapes of the code that SGLang, FlashInfer and vLLM run today.
 
 ``sgl_per_token_group_quant_8bit`` has the signature of ``sgl_kernel.sgl_per_token_group_quant_8bit``
 (preallocated outputs, positional ``fp8_min``/``fp8_max``); ``sglang_per_token_group_quant_fp8`` has
@@ -6,6 +6,11 @@ the signature of SGLang's allocating wrapper in ``sglang.srt.layers.quantization
 compute exactly what the native API computes (same op, same bytes), so swapping an import is enough::
 
     from sgl_quant.compat import sgl_per_token_group_quant_8bit, sglang_per_token_group_quant_fp8
+
+``fused_add_rmsnorm_fp8_block_quant`` has the call shape of FlashInfer's fused add-RMSNorm + 1x128 fp8
+quant and ``rms_norm_per_block_quant`` that of vLLM's ``_custom_ops.rms_norm_per_block_quant``: their
+arguments and output layouts, sgl_quant's math (SPEC §6.2: a fixed-order, IEEE-step RMS, codes and
+scales exactly as v2 gives them for the normed values).
 
 ``enable_v2``: sgl_quant implements the v2 kernel's semantics only (the bits the serving stack
 produces with ``enable_v2=True``). ``None`` and ``True`` are the same; ``False`` (the legacy v1
@@ -16,7 +21,13 @@ from typing import Optional, Tuple
 
 import torch
 
-from .quant import per_token_group_quant_8bit_v2, per_token_group_quant_fp8
+from .quant import (
+    FP8_DTYPE,
+    create_scale_tensor,
+    per_token_group_quant_8bit_v2,
+    per_token_group_quant_fp8,
+    rmsnorm_per_token_group_quant_8bit,
+)
 
 _warned_v1 = False
 
@@ -73,4 +84,60 @@ def sglang_per_token_group_quant_fp8(
                                      fuse_silu_and_mul, masked_m)
 
 
-__all__ = ["sgl_per_token_group_quant_8bit", "sglang_per_token_group_quant_fp8"]
+def fused_add_rmsnorm_fp8_block_quant(
+    out: torch.Tensor,
+    block_scale: torch.Tensor,
+    normed_out: torch.Tensor,
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    enable_pdl: Optional[bool] = None,
+) -> None:
+    """FlashInfer's ``flashinfer.norm.fused_add_rmsnorm_fp8_block_quant``: ``residual <- input + residual``,
+    ``normed_out <- RMSNorm(residual) * weight``, ``out`` (fp8, ``[M, H]``) and ``block_scale`` the 1x128
+    quantization of ``normed_out``. ``block_scale`` is FlashInfer's contiguous fp32 ``[H // 128, ceil4(M)]``
+    buffer (column-major, TMA-aligned: the logical ``[M, H // 128]`` scales are
+    ``block_scale.transpose(0, 1)[:M]``), as DeepGEMM consumes it."""
+    m = input.shape[0] if input.dim() == 2 else -1
+    want = (input.shape[-1] // 128, (m + 3) // 4 * 4)
+    if block_scale.dim() != 2 or tuple(block_scale.shape) != want or not block_scale.is_contiguous():
+        raise ValueError(f"fused_add_rmsnorm_fp8_block_quant: block_scale must be a contiguous [H // 128, ceil4(M)] = "
+                         f"{list(want)} buffer, got shape {list(block_scale.shape)}, strides {list(block_scale.stride())}")
+    rmsnorm_per_token_group_quant_8bit(input, weight, out, block_scale.transpose(0, 1)[:m], 128, eps,
+                                       residual=residual, output_normed=normed_out, enable_pdl=enable_pdl)
+
+
+def rms_norm_per_block_quant(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    epsilon: float,
+    quant_dtype: torch.dtype,
+    group_size: list,
+    scale_ub: Optional[torch.Tensor] = None,
+    residual: Optional[torch.Tensor] = None,
+    is_scale_transposed: bool = False,
+    has_tma_aligned_scales: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``_custom_ops.rms_norm_per_block_quant``: returns ``(output, scales)``; ``group_size`` is
+    ``[1, G]``; ``residual`` is updated in place; ``scales`` are ``[M, H // G]`` fp32, row-major, or with
+    ``is_scale_transposed`` a transposed ``[H // G, M]`` buffer (``has_tma_aligned_scales``: ``ceil4(M)``
+    columns). ``quant_dtype`` float8_e4m3fn or int8 (int8 codes truncate, as v2). ``scale_ub`` (a clamp of
+    the scales) is not supported."""
+    if len(group_size) != 2 or group_size[0] != 1:
+        raise ValueError(f"rms_norm_per_block_quant: group_size must be [1, G], got {group_size}")
+    if scale_ub is not None:
+        raise ValueError("rms_norm_per_block_quant: scale_ub is not supported by sgl_quant")
+    if quant_dtype not in (FP8_DTYPE, torch.int8):
+        raise ValueError(f"rms_norm_per_block_quant: quant_dtype must be float8_e4m3fn or int8, got {quant_dtype}")
+    if has_tma_aligned_scales and not is_scale_transposed:
+        raise ValueError("rms_norm_per_block_quant: has_tma_aligned_scales needs is_scale_transposed=True")
+    output = torch.empty(input.shape, dtype=quant_dtype, device=input.device)
+    scales = create_scale_tensor(input.shape, group_size[1], input.device, column_major_scales=is_scale_transposed,
+                                 scale_tma_aligned=has_tma_aligned_scales)
+    rmsnorm_per_token_group_quant_8bit(input, weight, output, scales, group_size[1], epsilon, residual=residual)
+    return output, scales
+
+
+__all__ = ["fused_add_rmsnorm_fp8_block_quant", "rms_norm_per_block_quant", "sgl_per_token_group_quant_8bit",
+           "sglang_per_token_group_quant_fp8"]

@@ -173,3 +173,97 @@ def per_token_group_quant_fp8_dsv4(
     x_s = torch.empty((g, t, d // 128), dtype=torch.float32, device=x.device).transpose(0, 1)
     torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4(x, x_q, x_s, True if enable_pdl is None else enable_pdl)
     return x_q, x_s
+
+
+# ------------------------------------------------------------------------------------------------
+# Fused (add +) RMSNorm -> per-token-group quantization (SPEC §6)
+
+def rmsnorm_per_token_group_quant_8bit(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    output_q: torch.Tensor,
+    output_s: torch.Tensor,
+    group_size: int,
+    norm_eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    output_normed: Optional[torch.Tensor] = None,
+    eps: float = 1e-10,
+    min_8bit: Optional[float] = None,
+    max_8bit: Optional[float] = None,
+    scale_ue8m0: bool = False,
+    enable_pdl: Optional[bool] = None,
+) -> None:
+    """In place: ``residual <- T(x + residual)`` (if given), ``n = T(z / rms(z) * weight)`` with the
+    fixed-order, IEEE-step RMS of SPEC §6.2, ``output_normed <- n`` (if given), and codes/scales of
+    ``n`` into ``output_q`` / ``output_s`` exactly as ``per_token_group_quant_8bit_v2`` would write them.
+
+    ``input``: ``[M, H]`` bf16/fp16, last dim contiguous (rows may be strided); ``weight``: ``[H]``;
+    ``residual``/``output_normed``: contiguous ``[M, H]`` of input's dtype; ``output_q``/``output_s``: as
+    v2 (every layout of ``create_scale_tensor``). ``norm_eps`` is the RMSNorm epsilon, ``eps`` the
+    quantization one. ``H`` at most 32768.
+    """
+    if min_8bit is None or max_8bit is None:
+        lo, hi = _RANGES.get(output_q.dtype, (float("nan"), float("nan")))  # a wrong dtype fails in the op
+        min_8bit = lo if min_8bit is None else min_8bit
+        max_8bit = hi if max_8bit is None else max_8bit
+    torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit(
+        input, weight, residual, output_q, output_s, output_normed, group_size, norm_eps, eps, min_8bit, max_8bit,
+        scale_ue8m0, True if enable_pdl is None else enable_pdl)
+
+
+def _rmsnorm_quantize(x, weight, group_size, out_dtype, eps, residual, column_major_scales, scale_tma_aligned,
+                      scale_ue8m0, return_normed, enable_pdl, quant_eps):
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D [M, H], got shape {tuple(x.shape)}")
+    x_q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    x_s = create_scale_tensor(x.shape, group_size, x.device, column_major_scales, scale_tma_aligned, scale_ue8m0)
+    normed = torch.empty(x.shape, dtype=x.dtype, device=x.device) if return_normed else None
+    rmsnorm_per_token_group_quant_8bit(x, weight, x_q, x_s, group_size, eps, residual=residual, output_normed=normed,
+                                       eps=quant_eps, scale_ue8m0=scale_ue8m0, enable_pdl=enable_pdl)
+    return (x_q, x_s, normed) if return_normed else (x_q, x_s)
+
+
+def rmsnorm_per_token_group_quant_fp8(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    column_major_scales: bool = False,
+    scale_tma_aligned: bool = False,
+    scale_ue8m0: bool = False,
+    return_normed: bool = False,
+    enable_pdl: Optional[bool] = None,
+    *,
+    quant_eps: float = 1e-10,
+):
+    """Fused (add +) RMSNorm -> per-token-group FP8 quantization; returns ``(x_q, x_s)`` or, with
+    ``return_normed``, ``(x_q, x_s, normed)``.
+
+    ``x``: ``[M, H]`` bf16/fp16; ``weight``: ``[H]`` of x's dtype; ``eps``: the RMSNorm epsilon.
+    ``residual`` (``[M, H]``, contiguous, x's dtype) is updated in place to ``T(x + residual)`` and
+    normalized instead of ``x``. Codes and scales are those of ``per_token_group_quant_fp8(normed, ...)``
+    with the same flags (``quant_eps`` is its ``eps``), byte for byte. Deterministic: a row's bytes
+    depend on that row, ``weight`` and the flags only, and the CPU implementation gives the same.
+    """
+    return _rmsnorm_quantize(x, weight, group_size, FP8_DTYPE, eps, residual, column_major_scales, scale_tma_aligned,
+                             scale_ue8m0, return_normed, enable_pdl, quant_eps)
+
+
+def rmsnorm_per_token_group_quant_int8(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    column_major_scales: bool = False,
+    scale_tma_aligned: bool = False,
+    scale_ue8m0: bool = False,
+    return_normed: bool = False,
+    enable_pdl: Optional[bool] = None,
+    *,
+    quant_eps: float = 1e-10,
+):
+    """``rmsnorm_per_token_group_quant_fp8`` with int8 codes (truncation toward zero, as v2)."""
+    return _rmsnorm_quantize(x, weight, group_size, torch.int8, eps, residual, column_major_scales, scale_tma_aligned,
+                             scale_ue8m0, return_normed, enable_pdl, quant_eps)

@@ -7,6 +7,11 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))  # tests/reference.py, tests/helpers.py
 
 
+def pytest_configure(config):
+    # declared here as well as in pyproject.toml: the wheel checks run a copy of tests/ outside the tree
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped when torch.cuda.is_available() is false)")
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

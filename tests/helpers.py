@@ -2,6 +2,7 @@
 import torch
 
 import sgl_quant
+from sgl_quant.testing import c_order_copy
 from reference import FP8, code_steps, packed_bytes, packed_exponent_bytes, reference_quant
 
 POISON = 0x55
@@ -155,3 +156,40 @@ def check_silu_subnormal(device, masked=False):
     q, s, _ = run_v2(x, 128, FP8, "row", silu=True, eps=eps, masked_m=masked_m)
     assert torch.equal(q.view(torch.uint8).reshape(2, 128), want_q)
     assert torch.equal(s.reshape(2, -1)[:, 0], want_s)
+
+
+def run_rmsnorm(x, weight, group_size, out_dtype, layout, residual=None, with_normed=True, norm_eps=1e-6, eps=1e-10,
+                enable_pdl=None):
+    """Runs rmsnorm_per_token_group_quant_8bit twice on x's device, with outputs poisoned by different
+    bytes: both runs must give the same bytes (so every element was written) and leave the scale buffer
+    outside the logical view alone. Returns (codes, scales as run_v2 returns them, normed or None,
+    updated residual or None) on the CPU; `residual` itself is not modified."""
+    m, h = x.shape
+    g = h // group_size
+    runs = []
+    for poison in (POISON, 0xAA):
+        q = torch.full((m, h), poison, dtype=torch.uint8, device=x.device).view(out_dtype)
+        x_s, buf, ue8m0 = alloc_scales(layout, (m, h), group_size, x.device)
+        buf.view(torch.uint8).fill_(poison)
+        normed = None
+        if with_normed:
+            normed = torch.empty((m, h), dtype=x.dtype, device=x.device)
+            normed.view(torch.uint8).fill_(poison)
+        res = residual.clone() if residual is not None else None
+        sgl_quant.rmsnorm_per_token_group_quant_8bit(x, weight, q, x_s, group_size, norm_eps, residual=res,
+                                                     output_normed=normed, eps=eps, scale_ue8m0=ue8m0,
+                                                     enable_pdl=enable_pdl)
+        buf_cpu = buf.cpu()
+        outside = torch.ones_like(buf_cpu, dtype=torch.bool)
+        scale_view(layout, outside, m).fill_(False)
+        assert bool((buf_cpu.view(torch.uint8).view(buf_cpu.shape + (-1,))[outside] == poison).all()), \
+            "scales written outside the logical view"
+        s = c_order_copy(x_s.cpu())
+        if LAYOUTS[layout][3]:
+            assert bool((packed_bytes(s)[..., g:] == 0).all()), "pad bytes of the packed UE8M0 words must be 0"
+            s = packed_exponent_bytes(s, g)
+        runs.append((q.cpu(), s, None if normed is None else normed.cpu(), None if res is None else res.cpu()))
+    for a, b in zip(*runs):
+        if a is not None:
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), "an output element was not written"
+    return runs[0]

@@ -94,3 +94,77 @@ def code_steps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         mag = u & 0x7F
         return torch.where(u >= 0x80, -mag, mag)
     return (ordinal(a.cpu()) - ordinal(b.cpu())).abs()
+
+
+# ------------------------------------------------------------------------------------------------
+# Fused (add +) RMSNorm (SPEC §6.2), two ways: the exact fp32 steps in the documented order, and fp64.
+
+def _fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """fp32 fused multiply-add, correctly rounded: the fp64 product of two fp32 values is exact; their sum
+    is rounded to fp64 *to odd* (TwoSum gives the rounding error), so that the final rounding to fp32
+    is the one rounding of the exact value."""
+    p, c = a.double() * b.double(), c.double()
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)  # p + c == s + err exactly
+    inexact_even = (err != 0) & ((s.view(torch.int64) & 1) == 0)
+    toward = torch.where(err > 0, torch.full_like(s, float("inf")), torch.full_like(s, float("-inf")))
+    return torch.where(inexact_even, torch.nextafter(s, toward), s).float()
+
+
+def _fp32(v: torch.Tensor) -> torch.Tensor:
+    """One IEEE fp32 operation computed in fp64 and rounded once more: for +, *, / and sqrt of fp32
+    operands the fp64 result rounds to the correctly rounded fp32 one (53 >= 2 * 24 + 2 bits). (torch's
+    own fp32 sqrt on the CPU is not always correctly rounded: vectorized, within 0.5001 ulp.)"""
+    return v.float()
+
+
+def rmsnorm_sum_of_squares(z: torch.Tensor) -> torch.Tensor:
+    """ss per row of fp32 z [M, H] in SPEC §6.3's order: an fma chain from +0 over each 8-element vector,
+    then a pairwise tree over the vectors (adjacent pairs first), zero-padded to a power of two."""
+    m, h = z.shape
+    vec = z.reshape(m, h // 8, 8)
+    q = torch.zeros(m, h // 8, dtype=torch.float32)
+    for e in range(8):
+        q = _fma32(vec[:, :, e], vec[:, :, e], q)
+    width = 1
+    while width < q.shape[1]:
+        width *= 2
+    q = torch.cat([q, torch.zeros(m, width - q.shape[1])], dim=1)
+    while q.shape[1] > 1:
+        q = _fp32(q[:, 0::2].double() + q[:, 1::2].double())
+    return q[:, 0]
+
+
+def _to_16bit(v: torch.Tensor, dtype) -> torch.Tensor:
+    """v rounded to dtype, NaN as the canonical 0x7FFF (what the GPU's conversion writes, and the op too)."""
+    return torch.where(v.isnan(), torch.tensor(0x7FFF, dtype=torch.int16), v.to(dtype).view(torch.int16)).view(dtype)
+
+
+def rmsnorm_exact(x, weight, residual=None, norm_eps=1e-6):
+    """(normed T [M, H], new residual T or None): SPEC §6.2 with every fp32 step as written."""
+    t = x.dtype
+    z = x.float()
+    new_residual = None
+    if residual is not None:
+        z = _fp32(z.double() + residual.double())
+        new_residual = _to_16bit(z, t)
+    ss = rmsnorm_sum_of_squares(z).double()
+    eps32 = torch.tensor(norm_eps, dtype=torch.float32).double()
+    inv = _fp32(1 / _fp32(_fp32(_fp32(ss / z.shape[1]).double() + eps32).double().sqrt()).double())
+    zi = _fp32(z.double() * inv.double()[:, None])
+    return _to_16bit(_fp32(zi.double() * weight.double()), t), new_residual
+
+
+def rmsnorm_fp64(x, weight, residual=None, norm_eps=1e-6):
+    """The normalized activation in fp64 (before rounding to T)."""
+    z = x.double() + (residual.double() if residual is not None else 0)
+    return z / torch.sqrt(z.square().mean(-1, keepdim=True) + norm_eps) * weight.double()
+
+
+def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|ordinal(a) - ordinal(b)| of two 16-bit float tensors: how many representable values apart."""
+    def ordinal(t):
+        u = t.view(torch.int16).to(torch.int32)
+        return torch.where(u < 0, -(u & 0x7FFF), u)
+    return (ordinal(a) - ordinal(b)).abs()

@@ -41,10 +41,24 @@ def _names_and_defaults(fn):
     return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
 
 
+def _ref_flashinfer_signature(out: torch.Tensor, block_scale: torch.Tensor, normed_out: torch.Tensor,
+                              input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+                              enable_pdl: Optional[bool] = None): ...
+
+
+def _ref_vllm_signature(input: torch.Tensor, weight: torch.Tensor, epsilon: float, quant_dtype: torch.dtype,
+                        group_size: list, scale_ub: Optional[torch.Tensor] = None,
+                        residual: Optional[torch.Tensor] = None, is_scale_transposed: bool = False,
+                        has_tma_aligned_scales: bool = False): ...
+
+
 # Names, order and defaults are the call-shape contract (annotations are not compared).
 def test_signature_names_and_defaults():
     assert _names_and_defaults(compat.sgl_per_token_group_quant_8bit) == _names_and_defaults(_ref_sgl_kernel_signature)
     assert _names_and_defaults(compat.sglang_per_token_group_quant_fp8) == _names_and_defaults(_ref_sglang_signature)
+    assert _names_and_defaults(compat.fused_add_rmsnorm_fp8_block_quant) == \
+        _names_and_defaults(_ref_flashinfer_signature)
+    assert _names_and_defaults(compat.rms_norm_per_block_quant) == _names_and_defaults(_ref_vllm_signature)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -125,3 +139,62 @@ def test_sgl_kernel_call_errors_name_the_argument():
     s = torch.empty(4, 3, dtype=torch.float32)  # should be [4, 2]
     with pytest.raises(RuntimeError, match="output_s"):
         compat.sgl_per_token_group_quant_8bit(x, q, s, 128, 1e-10, -448.0, 448.0)
+
+
+def _rms_case(m, h, device, dtype=torch.bfloat16):
+    x = make_input((m, h), dtype, seed=30, device=device)
+    w = (make_input((h,), dtype, seed=31, device=device).float() * 100 + 1).to(dtype)
+    r = make_input((m, h), dtype, seed=32, device=device)
+    return x, w, r
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m", [1, 6, 37])
+def test_flashinfer_call_same_bytes_as_native(m, device):
+    """FlashInfer's layout: block_scale is a contiguous [H/128, ceil4(M)] buffer (the TMA padding is not
+    written), normed_out and the residual are updated; the bytes are the native op's."""
+    h = 1024
+    x, w, r = _rms_case(m, h, device)
+    out = torch.full((m, h), POISON, dtype=torch.uint8, device=device).view(FP8)
+    block_scale = torch.full(((h // 128), (m + 3) // 4 * 4), float("nan"), device=device)
+    normed_out = torch.empty(m, h, dtype=torch.bfloat16, device=device)
+    r1 = r.clone()
+    compat.fused_add_rmsnorm_fp8_block_quant(out, block_scale, normed_out, x, r1, w, eps=1e-5)
+    r2 = r.clone()
+    q2, s2, n2 = sgl_quant.rmsnorm_per_token_group_quant_fp8(x, w, 128, eps=1e-5, residual=r2, column_major_scales=True,
+                                                             scale_tma_aligned=True, return_normed=True)
+    assert torch.equal(_bytes(out), _bytes(q2)) and torch.equal(normed_out, n2) and torch.equal(r1, r2)
+    assert torch.equal(block_scale.t()[:m], s2)
+    assert bool(block_scale.t()[m:].isnan().all()), "the TMA padding columns must not be written"
+    with pytest.raises(ValueError, match="block_scale must be a contiguous"):
+        compat.fused_add_rmsnorm_fp8_block_quant(out, block_scale[:, 1:], normed_out, x, r1, w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("quant_dtype", [FP8, torch.int8], ids=["fp8", "int8"])
+@pytest.mark.parametrize("layout", [(False, False), (True, False), (True, True)], ids=["row", "col", "col_tma"])
+def test_vllm_call_same_bytes_as_native(layout, quant_dtype, device):
+    transposed, tma = layout
+    x, w, r = _rms_case(9, 512, device, torch.float16)
+    r1, r2 = r.clone(), r.clone()
+    q1, s1 = compat.rms_norm_per_block_quant(x, w, 1e-6, quant_dtype, [1, 64], residual=r1,
+                                             is_scale_transposed=transposed, has_tma_aligned_scales=tma)
+    fn = sgl_quant.rmsnorm_per_token_group_quant_fp8 if quant_dtype == FP8 else sgl_quant.rmsnorm_per_token_group_quant_int8
+    q2, s2 = fn(x, w, 64, eps=1e-6, residual=r2, column_major_scales=transposed, scale_tma_aligned=tma)
+    assert q1.dtype == quant_dtype and s1.shape == (9, 8) and s1.stride() == s2.stride()
+    assert torch.equal(_bytes(q1), _bytes(q2)) and torch.equal(s1, s2) and torch.equal(r1, r2)
+    if transposed:
+        assert s1.stride(0) == 1
+    q3, _ = compat.rms_norm_per_block_quant(x, w, 1e-6, quant_dtype, [1, 64])  # no residual: x is normalized
+    q4, _ = fn(x, w, 64, eps=1e-6)
+    assert torch.equal(_bytes(q3), _bytes(q4))
+
+
+def test_vllm_call_rejects_what_it_does_not_support():
+    x, w, r = _rms_case(4, 256, "cpu")
+    with pytest.raises(ValueError, match="group_size must be"):
+        compat.rms_norm_per_block_quant(x, w, 1e-6, FP8, [128])
+    with pytest.raises(ValueError, match="scale_ub is not supported"):
+        compat.rms_norm_per_block_quant(x, w, 1e-6, FP8, [1, 128], scale_ub=torch.ones(()))
+    with pytest.raises(ValueError, match="quant_dtype"):
+        compat.rms_norm_per_block_quant(x, w, 1e-6, torch.bfloat16, [1, 128])

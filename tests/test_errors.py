@@ -271,3 +271,89 @@ def test_launch_config_hook():
         assert _C._launch_config() == [128, 4, 2]
     finally:
         _C._set_launch_config(*defaults)
+
+
+# --- fused RMSNorm -> quant (SPEC §6.1) -------------------------------------------------------
+
+op_rms = torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit
+
+
+def rms_args(m=4, h=256, gs=128, dtype=torch.bfloat16, out=FP8, layout=(False, False, False)):
+    lo, hi = (-448.0, 448.0) if out == FP8 else (-128.0, 127.0)
+    return dict(input=torch.randn(m, h).to(dtype), weight=torch.ones(h, dtype=dtype),
+                residual=torch.randn(m, h).to(dtype), output_q=torch.empty(m, h, dtype=out),
+                output_s=create_scale_tensor((m, h), gs, "cpu", *layout), output_normed=torch.empty(m, h, dtype=dtype),
+                group_size=gs, norm_eps=1e-6, eps=1e-10, min_8bit=lo, max_8bit=hi, scale_ue8m0=layout[2],
+                enable_pdl=False)
+
+
+def expect_rms_error(match, **changes):
+    kw = rms_args()
+    kw.update(changes)
+    with pytest.raises(RuntimeError, match=match):
+        op_rms(*kw.values())
+
+
+def test_rms_valid_calls_pass():
+    op_rms(*rms_args().values())
+    op_rms(*rms_args(out=torch.int8, layout=(True, True, True), gs=64, dtype=torch.float16).values())
+    kw = rms_args()
+    kw["residual"] = kw["output_normed"] = None
+    op_rms(*kw.values())
+
+
+def test_rms_input():
+    expect_rms_error(r"rmsnorm_per_token_group_quant_8bit: input must be bfloat16 or float16, got Float",
+                     input=torch.randn(4, 256))
+    expect_rms_error(r"input must be 2-D \[M, H\], got shape \[2, 2, 256\]", input=torch.randn(2, 2, 256).bfloat16())
+    expect_rms_error(r"input's last dimension must be contiguous", input=torch.randn(256, 4).bfloat16().t())
+    expect_rms_error(r"input.data_ptr\(\) must be 16-byte aligned", input=misaligned((4, 256), torch.bfloat16))
+
+
+def test_rms_weight():
+    expect_rms_error(r"weight must have input's dtype BFloat16, got Half", weight=torch.ones(256, dtype=torch.float16))
+    expect_rms_error(r"weight must have shape \[256\], got \[128\]", weight=torch.ones(128, dtype=torch.bfloat16))
+    expect_rms_error(r"weight must be contiguous", weight=torch.ones(512, dtype=torch.bfloat16)[::2])
+    expect_rms_error(r"weight.data_ptr\(\) must be 16-byte aligned", weight=misaligned((256,), torch.bfloat16))
+
+
+def test_rms_residual():
+    expect_rms_error(r"residual must have input's dtype BFloat16, got Float", residual=torch.randn(4, 256))
+    expect_rms_error(r"residual must have shape \[4, 256\], got \[4, 128\]", residual=torch.randn(4, 128).bfloat16())
+    expect_rms_error(r"residual must be contiguous", residual=torch.randn(4, 512).bfloat16()[:, :256])
+    expect_rms_error(r"residual.data_ptr\(\) must be 16-byte aligned", residual=misaligned((4, 256), torch.bfloat16))
+
+
+def test_rms_output_normed():
+    expect_rms_error(r"output_normed must have input's dtype BFloat16, got Half",
+                     output_normed=torch.empty(4, 256, dtype=torch.float16))
+    expect_rms_error(r"output_normed must have shape \[4, 256\], got \[4, 255\]",
+                     output_normed=torch.empty(4, 255, dtype=torch.bfloat16))
+    expect_rms_error(r"output_normed must be contiguous", output_normed=torch.empty(256, 4, dtype=torch.bfloat16).t())
+
+
+@pytest.mark.parametrize("norm_eps", [0.0, -1e-6, float("nan"), float("inf"), 1e-50, 1e39])
+def test_rms_norm_eps(norm_eps):
+    expect_rms_error(r"norm_eps must be a finite float > 0", norm_eps=norm_eps)
+
+
+def test_rms_group_and_hidden():
+    expect_rms_error(r"group_size must be one of 16, 32, 64, 128, 256, got 96", group_size=96)
+    kw = rms_args(h=192, gs=64)
+    kw["group_size"] = 128
+    with pytest.raises(RuntimeError, match=r"hidden size H=192 must be divisible by group_size=128"):
+        op_rms(*kw.values())
+    big = rms_args(m=1, h=32768 + 128)
+    with pytest.raises(RuntimeError, match=r"hidden size H=32896 is too large \(at most 32768\)"):
+        op_rms(*big.values())
+
+
+def test_rms_codes_and_scales():
+    expect_rms_error(r"output_q must be float8_e4m3fn or int8, got BFloat16", output_q=torch.empty(4, 256).bfloat16())
+    expect_rms_error(r"output_q must have shape \[4, 256\], got \[4, 128\]", output_q=torch.empty(4, 128, dtype=FP8))
+    expect_rms_error(r"min_8bit/max_8bit must equal the range of output_q's dtype", min_8bit=-127.0)
+    expect_rms_error(r"eps must be a finite float >= 2\^-100", eps=0.0)
+    expect_rms_error(r"output_s must have shape \[4, 2\] \(one scale per group\), got \[4, 3\]",
+                     output_s=torch.empty(4, 3))
+    expect_rms_error(r"int32 output_s holds packed UE8M0 scales and needs scale_ue8m0=True",
+                     output_s=create_scale_tensor((4, 256), 128, "cpu", True, True, True))

@@ -92,3 +92,42 @@ def test_compile_fullgraph_dsv4(device):
     fn = lambda x: sgl_quant.per_token_group_quant_fp8_dsv4(x[:, 1:, :])  # noqa: E731
     got, want = torch.compile(fn, fullgraph=True, backend="aot_eager")(storage), fn(storage)
     assert _same(got[0], want[0]) and _same(got[1], want[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("with_residual", [True, False], ids=["residual", "no-residual"])
+@pytest.mark.parametrize("layout", ["row", "col_tma", "col_ue8m0"])
+@pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
+def test_opcheck_rmsnorm(out, layout, with_residual, device):
+    m, h = 9, 384
+    x = make_input((m, h), torch.bfloat16, seed=6).to(device)
+    w = make_input((h,), torch.bfloat16, seed=7).to(device)
+    r = make_input((m, h), torch.bfloat16, seed=8).to(device) if with_residual else None
+    q = torch.empty(m, h, dtype=out, device=device)
+    s, _, ue8m0 = alloc_scales(layout, (m, h), 128, device)
+    n = torch.empty(m, h, dtype=torch.bfloat16, device=device)
+    lo, hi = (-448.0, 448.0) if out == FP8 else (-128.0, 127.0)
+    opcheck(torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit.default,
+            (x, w, r, q, s, n, 128, 1e-6, 1e-10, lo, hi, ue8m0, False), out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_rmsnorm(backend, device):
+    torch._dynamo.reset()
+
+    def fn(x, w, residual):
+        a = sgl_quant.rmsnorm_per_token_group_quant_fp8(x, w, 128, residual=residual, column_major_scales=True,
+                                                        scale_tma_aligned=True, return_normed=True)
+        b = sgl_quant.rmsnorm_per_token_group_quant_int8(a[2], w, 64, scale_ue8m0=True)
+        return a + b
+
+    x = make_input((12, 1024), torch.bfloat16, seed=9).to(device)
+    w = make_input((1024,), torch.bfloat16, seed=10).to(device)
+    r = make_input((12, 1024), torch.bfloat16, seed=11).to(device)
+    r_eager, r_compiled = r.clone(), r.clone()
+    want = fn(x, w, r_eager)
+    got = torch.compile(fn, fullgraph=True, backend=backend)(x, w, r_compiled)
+    assert torch.equal(r_eager, r_compiled), "the residual update must survive functionalization"
+    for g, wnt in zip(got, want):
+        assert _same(g, wnt)

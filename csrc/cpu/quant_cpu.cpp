@@ -1,13 +1,13 @@
-// C++ CPU implementation of both ops: the math of SPEC §1 written plainly, one group at a time.
-// It is the reference for devices without CUDA and the oracle the CUDA tests compare against.
-// Bit-exactness with the CUDA kernels (built with --use_fast_math) holds where SPEC §1.1 says so;
-// elsewhere (float-scale codes, fused SiLU in fp16) a rare code may be one step off.
-#include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Float8_e4m3fn.h>
-#include <c10/util/Half.h>
-#include <torch/library.h>
+// C++ CPU implementation of the ops: the math of SPEC §1 and §6.2 written plainly, one group (one
+// row) at a time. It is the reference for devices without CUDA and the oracle the CUDA tests compare
+// against. Bit-exactness with the CUDA kernels (built with --use_fast_math) holds where SPEC §1.1
+// says so; elsewhere (float-scale codes, fused SiLU in fp16) a rare code may be one step off. The
+// RMSNorm part (SPEC §6.3) uses the kernel's summation order and IEEE steps: the same bytes.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Float8_e4m3fn.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +17,10 @@
 
 namespace sgl_quant {
 namespace {
+
+using BFloat16 = torch::headeronly::BFloat16;
+using Half = torch::headeronly::Half;
+using Float8_e4m3fn = torch::headeronly::Float8_e4m3fn;
 
 // fp32 arithmetic under --use_fast_math flushes subnormal operands and results to zero (keeping the
 // sign); the SiLU product does the same here, so that a subnormal bf16 `up` gives the kernel's (and
@@ -52,11 +56,48 @@ Q nan_code() {
   }
 }
 
+// SPEC §1 for one group: codes q[0, group_size) and scale g of the row whose scales start at s_row
+// (in elements of output_s) from the activation values v. Shared by every op.
+template <typename Q, typename R>
+void quantize_group(const QuantParams& p, const float* v, Q* q, int64_t s_row, int64_t g) {
+  const int64_t gs = p.group_size;
+  uint32_t amax_bits = 0;
+  for (int64_t i = 0; i < gs; ++i) amax_bits = std::max(amax_bits, float_bits(v[i]) & 0x7fffffffu);
+  const bool finite = amax_bits < kNonFiniteBits;
+  const float amax = std::max(bits_to_float(amax_bits), p.eps);
+  float s, y;
+  int e = 0;
+  if (p.scale_kind == ScaleKind::kFloat) {
+    s = amax * R::kInvMax;
+    y = R::kMax * (1.0f / amax);  // closest to the kernel's fast-math division (SPEC §1.1)
+  } else {
+    e = ceil_log2_from_bits(amax * R::kInvMax);
+    s = pow2_from_bits(e);
+    y = pow2_from_bits(-e);
+  }
+  for (int64_t i = 0; i < gs; ++i) q[i] = finite ? encode<Q, R>(v[i], y) : nan_code<Q>();
+  if (p.scale_kind == ScaleKind::kPackedUE8M0) {
+    uint8_t* word = static_cast<uint8_t*>(p.output_s) + 4 * (s_row + (g / 4) * p.s_group_stride);
+    word[g % 4] = finite ? static_cast<uint8_t>(e + 127) : kUE8M0NanByte;
+    if (g == p.groups_per_row - 1) {
+      for (int64_t k = g % 4 + 1; k < 4; ++k) word[k] = 0;  // pad bytes of the last word
+    }
+  } else {
+    static_cast<float*>(p.output_s)[s_row + g * p.s_group_stride] = finite ? s : bits_to_float(kNanBits);
+  }
+}
+
+// Rows [begin, end) in parallel, with a grain of about 16K elements.
+template <typename F>
+void for_each_row(int64_t rows, int64_t hidden, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(hidden, 1));
+  torch::stable::parallel_for(0, rows, grain, f);
+}
+
 template <typename T, typename Q, typename R>
 void quantize_cpu(const QuantParams& p) {
   const int64_t gs = p.group_size, G = p.groups_per_row, H = p.hidden;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(H, 1));
-  at::parallel_for(0, p.num_rows(), grain, [&](int64_t begin, int64_t end) {
+  for_each_row(p.num_rows(), H, [&](int64_t begin, int64_t end) {
     std::vector<float> v(gs);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t outer = r / p.rows_per_outer, row = r % p.rows_per_outer;
@@ -70,70 +111,117 @@ void quantize_cpu(const QuantParams& p) {
       for (int64_t g = 0; g < G; ++g) {
         const T* gate = in_row + g * gs;
         const T* up = p.fuse_silu_and_mul ? gate + H : nullptr;
-        uint32_t amax_bits = 0;
-        for (int64_t i = 0; i < gs; ++i) {
-          v[i] = activation(gate, up, i);
-          amax_bits = std::max(amax_bits, float_bits(v[i]) & 0x7fffffffu);
-        }
-        const bool finite = amax_bits < kNonFiniteBits;
-        const float amax = std::max(bits_to_float(amax_bits), p.eps);
-        float s, y;
-        int e = 0;
-        if (p.scale_kind == ScaleKind::kFloat) {
-          s = amax * R::kInvMax;
-          y = R::kMax * (1.0f / amax);  // closest to the kernel's fast-math division (SPEC §1.1)
-        } else {
-          e = ceil_log2_from_bits(amax * R::kInvMax);
-          s = pow2_from_bits(e);
-          y = pow2_from_bits(-e);
-        }
-        Q* q = q_row + g * gs;
-        for (int64_t i = 0; i < gs; ++i) q[i] = finite ? encode<Q, R>(v[i], y) : nan_code<Q>();
-        if (p.scale_kind == ScaleKind::kPackedUE8M0) {
-          uint8_t* word = static_cast<uint8_t*>(p.output_s) + 4 * (s_row + (g / 4) * p.s_group_stride);
-          word[g % 4] = finite ? static_cast<uint8_t>(e + 127) : kUE8M0NanByte;
-          if (g == G - 1) {
-            for (int64_t k = g % 4 + 1; k < 4; ++k) word[k] = 0;  // pad bytes of the last word
-          }
-        } else {
-          static_cast<float*>(p.output_s)[s_row + g * p.s_group_stride] = finite ? s : bits_to_float(kNanBits);
-        }
+        for (int64_t i = 0; i < gs; ++i) v[i] = activation(gate, up, i);
+        quantize_group<Q, R>(p, v.data(), q_row + g * gs, s_row, g);
       }
     }
   });
 }
 
-void quantize_cpu_dispatch(const QuantParams& p, at::ScalarType in_type, at::ScalarType out_type) {
-  if (p.num_groups() == 0) return;
-  const bool bf16 = in_type == at::kBFloat16;
-  if (out_type == at::kFloat8_e4m3fn) {
-    bf16 ? quantize_cpu<c10::BFloat16, c10::Float8_e4m3fn, Fp8Range>(p)
-         : quantize_cpu<c10::Half, c10::Float8_e4m3fn, Fp8Range>(p);
+// The sum of squares of one row in the order of SPEC §6.3 and the CUDA kernel
+// (csrc/cuda/rmsnorm_quant.cuh): per 8-element vector an fma chain from +0, then a pairwise tree
+// over the vectors (adjacent pairs first), zeros padding the vector count to a power of two.
+float row_sum_of_squares(const float* z, int64_t hidden, std::vector<float>& partial) {
+  const int64_t vectors = hidden / 8;
+  int64_t padded = 1;
+  while (padded < vectors) padded *= 2;
+  partial.assign(padded, 0.0f);
+  for (int64_t u = 0; u < vectors; ++u) {
+    float acc = 0.0f;
+    for (int64_t e = 0; e < 8; ++e) acc = std::fma(z[8 * u + e], z[8 * u + e], acc);
+    partial[u] = acc;
+  }
+  for (int64_t step = 1; step < padded; step *= 2) {
+    for (int64_t i = 0; i < padded; i += 2 * step) partial[i] = partial[i] + partial[i + step];
+  }
+  return partial[0];
+}
+
+// T(v), with every NaN written as 0x7FFF: the canonical NaN the GPU's conversions (cvt.rn.bf16x2.f32,
+// cvt.rn.f16x2.f32) produce, so that non-finite rows give the same bytes on both.
+template <typename T>
+T round_to(float v) {
+  return std::isnan(v) ? T(0x7fff, T::from_bits()) : static_cast<T>(v);
+}
+
+// SPEC §6.2 row by row; codes and scales through quantize_group, as v2 on the normed values.
+template <typename T, typename Q, typename R>
+void rmsnorm_quantize_cpu(const RmsNormQuantParams& rp) {
+  const QuantParams& p = rp.quant;
+  const int64_t gs = p.group_size, G = p.groups_per_row, H = p.hidden;
+  const T* weight = static_cast<const T*>(rp.weight);
+  for_each_row(p.num_rows(), H, [&](int64_t begin, int64_t end) {
+    std::vector<float> z(H), v(H), partial;
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = static_cast<const T*>(p.input) + r * p.in_row_stride;
+      T* residual = rp.residual ? static_cast<T*>(rp.residual) + r * H : nullptr;
+      for (int64_t i = 0; i < H; ++i) {
+        z[i] = static_cast<float>(x[i]);
+        if (residual) {
+          z[i] = z[i] + static_cast<float>(residual[i]);
+          residual[i] = round_to<T>(z[i]);
+        }
+      }
+      const float ss = row_sum_of_squares(z.data(), H, partial);
+      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(H) + rp.norm_eps);
+      T* normed = rp.output_normed ? static_cast<T*>(rp.output_normed) + r * H : nullptr;
+      for (int64_t i = 0; i < H; ++i) {
+        const T n = round_to<T>((z[i] * inv) * static_cast<float>(weight[i]));
+        if (normed) normed[i] = n;
+        v[i] = static_cast<float>(n);
+      }
+      Q* q_row = static_cast<Q*>(p.output_q) + r * H;
+      for (int64_t g = 0; g < G; ++g) quantize_group<Q, R>(p, v.data() + g * gs, q_row + g * gs, r * p.s_row_stride, g);
+    }
+  });
+}
+
+// Calls fn<T, Q, R>() for the call's input and code types.
+template <template <typename, typename, typename> class Fn, typename... Args>
+void dispatch_types(bool bf16, bool fp8, const Args&... args) {
+  if (fp8) {
+    bf16 ? Fn<BFloat16, Float8_e4m3fn, Fp8Range>::run(args...) : Fn<Half, Float8_e4m3fn, Fp8Range>::run(args...);
   } else {
-    bf16 ? quantize_cpu<c10::BFloat16, int8_t, Int8Range>(p) : quantize_cpu<c10::Half, int8_t, Int8Range>(p);
+    bf16 ? Fn<BFloat16, int8_t, Int8Range>::run(args...) : Fn<Half, int8_t, Int8Range>::run(args...);
   }
 }
+template <typename T, typename Q, typename R>
+struct Quantize {
+  static void run(const QuantParams& p) { quantize_cpu<T, Q, R>(p); }
+};
+template <typename T, typename Q, typename R>
+struct RmsNormQuantize {
+  static void run(const RmsNormQuantParams& p) { rmsnorm_quantize_cpu<T, Q, R>(p); }
+};
 
-void per_token_group_quant_8bit_v2_cpu(const at::Tensor& input, at::Tensor& output_q, at::Tensor& output_s,
-                                       int64_t group_size, double eps, double min_8bit, double max_8bit,
-                                       bool scale_ue8m0, bool fuse_silu_and_mul,
-                                       const std::optional<at::Tensor>& masked_m, bool /*enable_pdl*/) {
+void per_token_group_quant_8bit_v2_cpu(const Tensor& input, Tensor output_q, Tensor output_s, int64_t group_size,
+                                       double eps, double min_8bit, double max_8bit, bool scale_ue8m0,
+                                       bool fuse_silu_and_mul, std::optional<Tensor> masked_m, bool /*enable_pdl*/) {
   const QuantParams p = make_v2_params(input, output_q, output_s, group_size, eps, min_8bit, max_8bit, scale_ue8m0,
                                        fuse_silu_and_mul, masked_m);
-  quantize_cpu_dispatch(p, input.scalar_type(), output_q.scalar_type());
+  if (p.num_groups() > 0) dispatch_types<Quantize>(is_bf16(input), is_fp8(output_q), p);
 }
 
-void per_token_group_quant_fp8_dsv4_cpu(const at::Tensor& input, at::Tensor& output_q, at::Tensor& output_s,
-                                        bool /*enable_pdl*/) {
+void per_token_group_quant_fp8_dsv4_cpu(const Tensor& input, Tensor output_q, Tensor output_s, bool /*enable_pdl*/) {
   const QuantParams p = make_dsv4_params(input, output_q, output_s);
-  quantize_cpu_dispatch(p, input.scalar_type(), output_q.scalar_type());
+  if (p.num_groups() > 0) dispatch_types<Quantize>(is_bf16(input), true, p);
+}
+
+void rmsnorm_per_token_group_quant_8bit_cpu(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
+                                            Tensor output_q, Tensor output_s, std::optional<Tensor> output_normed,
+                                            int64_t group_size, double norm_eps, double eps, double min_8bit,
+                                            double max_8bit, bool scale_ue8m0, bool /*enable_pdl*/) {
+  const RmsNormQuantParams p = make_rmsnorm_params(input, weight, residual, output_q, output_s, output_normed,
+                                                   group_size, norm_eps, eps, min_8bit, max_8bit, scale_ue8m0);
+  if (p.quant.num_groups() > 0) dispatch_types<RmsNormQuantize>(is_bf16(input), is_fp8(output_q), p);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(sgl_quant, CPU, m) {
-  m.impl("per_token_group_quant_8bit_v2", &per_token_group_quant_8bit_v2_cpu);
-  m.impl("per_token_group_quant_fp8_dsv4", &per_token_group_quant_fp8_dsv4_cpu);
+STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CPU, m) {
+  m.impl("per_token_group_quant_8bit_v2", TORCH_BOX(&per_token_group_quant_8bit_v2_cpu));
+  m.impl("per_token_group_quant_fp8_dsv4", TORCH_BOX(&per_token_group_quant_fp8_dsv4_cpu));
+  m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cpu));
 }
 
 }  // namespace sgl_quant

@@ -368,28 +368,17 @@ __device__ __forceinline__ TaskInput<SILU> load_task_input(const QuantParams& p,
   return in;
 }
 
-// Quantizes one group with the GS/16 threads of a sub-warp (lane = this thread's index in it) from
-// this thread's input words. Every thread of the warp must call it (shuffles); threads of an invalid
-// task only take part in them.
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
-__device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid,
-                                              const TaskInput<SILU>& in) {
+// SPEC §1 for one group, with the GS/16 threads of a sub-warp (lane = this thread's index in it):
+// w holds this thread's 16 activation values, elements [lane * 8, +8) of the group in w[0..3] and
+// [GS / 2 + lane * 8, +8) in w[4..7]. Codes go to t.dst, the scale to output_s at (t.s_row, t.g). Every
+// op's codes and scales come from here. Every thread of the warp must call it (shuffles); threads
+// of an invalid task only take part in them.
+template <typename T, typename R, int GS, ScaleKind SK>
+__device__ __forceinline__ void quantize_words(const QuantParams& p, const Task<T>& t, int lane, bool valid,
+                                               const uint32_t (&w)[8]) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   constexpr bool kRoundScale = SK != ScaleKind::kFloat;
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
-  uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (valid) {
-    const uint4 a = in.v[0], b = in.v[1];
-    if constexpr (SILU) {
-      const uint4 c = in.v[2], d = in.v[3];
-      const uint32_t gate[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-      const uint32_t up[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) w[j] = silu_and_mul_pair<T>(gate[j], up[j]);
-    } else {
-      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-    }
-  }
 
   // amax over the 16-bit abs patterns (two lanes at a time); NaN/Inf sort above every finite value.
   uint32_t m2 = 0;
@@ -435,6 +424,27 @@ __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T
       static_cast<float*>(p.output_s)[t.s_row + t.g * p.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
     }
   }
+}
+
+// Quantizes one task from this thread's input words: the activation values (the input, or with fused
+// SiLU T(T(silu(gate)) * up) per pair), then quantize_words.
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+__device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid,
+                                              const TaskInput<SILU>& in) {
+  uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (valid) {
+    const uint4 a = in.v[0], b = in.v[1];
+    if constexpr (SILU) {
+      const uint4 c = in.v[2], d = in.v[3];
+      const uint32_t gate[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      const uint32_t up[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) w[j] = silu_and_mul_pair<T>(gate[j], up[j]);
+    } else {
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    }
+  }
+  quantize_words<T, R, GS, SK>(p, t, lane, valid, w);
 }
 
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>

@@ -1,24 +1,25 @@
 // The CUDA launcher: validates (shared checks), picks the kernel variant, launches it on the
-// current stream of the input's device, and registers both ops for the CUDA dispatch key.
+// current stream of the input's device, and registers the ops for the CUDA dispatch key.
 // No host synchronization and no allocation here, so calls are CUDA-graph capturable.
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// Host code on the LibTorch stable ABI: the device guard and the current stream come from its C shim.
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
 
 #include <mutex>
+#include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "../quant_args.h"
 #include "per_token_group_quant.cuh"
+#include "rmsnorm_quant.cuh"
 
 namespace sgl_quant {
 
-#define SGLQ_DECLARE_BOTH_LAYOUTS(GS)                \
+#define SGLQ_DECLARE_BOTH_LAYOUTS(GS)                     \
   SGLQ_FOR_EACH_VARIANT(GS, false, SGLQ_DECLARE_LAUNCHER) \
-  SGLQ_FOR_EACH_VARIANT(GS, true, SGLQ_DECLARE_LAUNCHER)
+  SGLQ_FOR_EACH_VARIANT(GS, true, SGLQ_DECLARE_LAUNCHER)  \
+  SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, SGLQ_DECLARE_RMSNORM_LAUNCHER)
 SGLQ_DECLARE_BOTH_LAYOUTS(16)
 SGLQ_DECLARE_BOTH_LAYOUTS(32)
 SGLQ_DECLARE_BOTH_LAYOUTS(64)
@@ -40,6 +41,13 @@ struct LaunchTuning {
 };
 LaunchTuning g_tuning;
 
+#define SGLQ_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                         \
+    const cudaError_t err_ = (expr);                                                           \
+    SGLQ_CHECK(err_ == cudaSuccess, "sgl_quant: CUDA error ", cudaGetErrorName(err_), ": ", \
+               cudaGetErrorString(err_), " (", #expr, ")");                                    \
+  } while (0)
+
 struct DeviceInfo {
   int num_sms = 1;
   bool supports_pdl = false;  // programmatic dependent launch needs SM90+
@@ -53,15 +61,17 @@ DeviceInfo device_info(int device) {
   if (it != cache.end()) return it->second;
   DeviceInfo info;
   int major = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
+  SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   info.supports_pdl = major >= 9;
   cache.emplace(device, info);
   return info;
 }
 
+// One (T, R, GS, SK) of either op family, with the family's remaining axes: v2/DSV4 fused SiLU and
+// masked layout; the fused RMSNorm op the number of chunks per thread (H > 16384: two).
 template <typename T, typename R, int GS, ScaleKind SK>
-cudaError_t dispatch_silu_and_layout(const QuantParams& p, const LaunchOptions& o) {
+cudaError_t launch_variant(const QuantParams& p, const LaunchOptions& o) {
   const bool masked = p.masked_m != nullptr;
   if (p.fuse_silu_and_mul) {
     return masked ? launch_per_token_group_quant<T, R, GS, SK, true, true>(p, o)
@@ -71,87 +81,110 @@ cudaError_t dispatch_silu_and_layout(const QuantParams& p, const LaunchOptions& 
                 : launch_per_token_group_quant<T, R, GS, SK, false, false>(p, o);
 }
 
-template <typename T, typename R, int GS>
-cudaError_t dispatch_scale_kind(const QuantParams& p, const LaunchOptions& o) {
-  switch (p.scale_kind) {
-    case ScaleKind::kFloat: return dispatch_silu_and_layout<T, R, GS, ScaleKind::kFloat>(p, o);
-    case ScaleKind::kFloatUE8M0: return dispatch_silu_and_layout<T, R, GS, ScaleKind::kFloatUE8M0>(p, o);
-    case ScaleKind::kPackedUE8M0: return dispatch_silu_and_layout<T, R, GS, ScaleKind::kPackedUE8M0>(p, o);
+template <typename T, typename R, int GS, ScaleKind SK>
+cudaError_t launch_variant(const RmsNormQuantParams& p, const LaunchOptions& o) {
+  return p.quant.hidden > kElemsPerThread * kRmsNormMaxTeam ? launch_rmsnorm_quant<T, R, GS, SK, 2>(p, o)
+                                                             : launch_rmsnorm_quant<T, R, GS, SK, 1>(p, o);
+}
+
+template <typename T, typename R, int GS, typename P>
+cudaError_t dispatch_scale_kind(const P& p, ScaleKind kind, const LaunchOptions& o) {
+  switch (kind) {
+    case ScaleKind::kFloat: return launch_variant<T, R, GS, ScaleKind::kFloat>(p, o);
+    case ScaleKind::kFloatUE8M0: return launch_variant<T, R, GS, ScaleKind::kFloatUE8M0>(p, o);
+    case ScaleKind::kPackedUE8M0: return launch_variant<T, R, GS, ScaleKind::kPackedUE8M0>(p, o);
   }
   return cudaErrorInvalidValue;
 }
 
-template <typename T, typename R>
-cudaError_t dispatch_group_size(const QuantParams& p, const LaunchOptions& o) {
-  switch (p.group_size) {
-    case 16: return dispatch_scale_kind<T, R, 16>(p, o);
-    case 32: return dispatch_scale_kind<T, R, 32>(p, o);
-    case 64: return dispatch_scale_kind<T, R, 64>(p, o);
-    case 128: return dispatch_scale_kind<T, R, 128>(p, o);
-    case 256: return dispatch_scale_kind<T, R, 256>(p, o);
+template <typename T, typename R, typename P>
+cudaError_t dispatch_group_size(const P& p, const QuantParams& q, const LaunchOptions& o) {
+  switch (q.group_size) {
+    case 16: return dispatch_scale_kind<T, R, 16>(p, q.scale_kind, o);
+    case 32: return dispatch_scale_kind<T, R, 32>(p, q.scale_kind, o);
+    case 64: return dispatch_scale_kind<T, R, 64>(p, q.scale_kind, o);
+    case 128: return dispatch_scale_kind<T, R, 128>(p, q.scale_kind, o);
+    case 256: return dispatch_scale_kind<T, R, 256>(p, q.scale_kind, o);
   }
   return cudaErrorInvalidValue;
 }
 
-void launch(const QuantParams& p, const at::Tensor& input, const at::Tensor& output_q, bool enable_pdl) {
+// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op, whose codes
+// and scales `q` describes) on the current stream of input's device.
+template <typename P>
+void launch(const P& p, const QuantParams& q, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
   SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
-  if (p.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
-  const c10::cuda::CUDAGuard guard(input.device());
-  const int device = input.get_device();
+  if (q.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
+  const int device = input.get_device_index();
+  const torch::stable::accelerator::DeviceGuard guard(device);
   const DeviceInfo info = device_info(device);
   LaunchOptions o;
-  o.stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  void* stream = nullptr;
+  SGLQ_CHECK(aoti_torch_get_current_cuda_stream(device, &stream) == AOTI_TORCH_SUCCESS,
+             "sgl_quant: cannot get the current CUDA stream of device ", device);
+  o.stream = static_cast<cudaStream_t>(stream);
   o.device = device;
   o.num_sms = info.num_sms;
   o.block_threads = g_tuning.block_threads;
-  o.waves = p.masked_m != nullptr ? g_tuning.masked_waves : g_tuning.waves;
+  o.waves = q.masked_m != nullptr ? g_tuning.masked_waves : g_tuning.waves;
   o.pdl = enable_pdl && info.supports_pdl;
-  const bool bf16 = input.scalar_type() == at::kBFloat16;
-  const bool fp8 = output_q.scalar_type() == at::kFloat8_e4m3fn;
   cudaError_t err;
-  if (bf16) {
-    err = fp8 ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, o) : dispatch_group_size<__nv_bfloat16, Int8Range>(p, o);
+  if (is_bf16(input)) {
+    err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
+                           : dispatch_group_size<__nv_bfloat16, Int8Range>(p, q, o);
   } else {
-    err = fp8 ? dispatch_group_size<__half, Fp8Range>(p, o) : dispatch_group_size<__half, Int8Range>(p, o);
+    err = is_fp8(output_q) ? dispatch_group_size<__half, Fp8Range>(p, q, o) : dispatch_group_size<__half, Int8Range>(p, q, o);
   }
-  C10_CUDA_CHECK(err);
+  SGLQ_CUDA_CHECK(err);
 }
 
-void per_token_group_quant_8bit_v2_cuda(const at::Tensor& input, at::Tensor& output_q, at::Tensor& output_s,
-                                        int64_t group_size, double eps, double min_8bit, double max_8bit,
-                                        bool scale_ue8m0, bool fuse_silu_and_mul,
-                                        const std::optional<at::Tensor>& masked_m, bool enable_pdl) {
+void per_token_group_quant_8bit_v2_cuda(const Tensor& input, Tensor output_q, Tensor output_s, int64_t group_size,
+                                        double eps, double min_8bit, double max_8bit, bool scale_ue8m0,
+                                        bool fuse_silu_and_mul, std::optional<Tensor> masked_m, bool enable_pdl) {
   const QuantParams p = make_v2_params(input, output_q, output_s, group_size, eps, min_8bit, max_8bit, scale_ue8m0,
                                        fuse_silu_and_mul, masked_m);
-  launch(p, input, output_q, enable_pdl);
+  launch(p, p, input, output_q, enable_pdl);
 }
 
-void per_token_group_quant_fp8_dsv4_cuda(const at::Tensor& input, at::Tensor& output_q, at::Tensor& output_s,
-                                         bool enable_pdl) {
+void per_token_group_quant_fp8_dsv4_cuda(const Tensor& input, Tensor output_q, Tensor output_s, bool enable_pdl) {
   const QuantParams p = make_dsv4_params(input, output_q, output_s);
-  launch(p, input, output_q, enable_pdl);
+  launch(p, p, input, output_q, enable_pdl);
+}
+
+void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
+                                             Tensor output_q, Tensor output_s, std::optional<Tensor> output_normed,
+                                             int64_t group_size, double norm_eps, double eps, double min_8bit,
+                                             double max_8bit, bool scale_ue8m0, bool enable_pdl) {
+  const RmsNormQuantParams p = make_rmsnorm_params(input, weight, residual, output_q, output_s, output_normed,
+                                                   group_size, norm_eps, eps, min_8bit, max_8bit, scale_ue8m0);
+  launch(p, p.quant, input, output_q, enable_pdl);
 }
 
 }  // namespace
 
-void set_launch_config(int block_threads, int waves, int masked_waves) {
-  SGLQ_CHECK(block_threads == 0 || (block_threads >= 32 && block_threads <= kMaxBlockThreads && block_threads % 32 == 0),
-             "block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads, "], got ",
-             block_threads);
-  SGLQ_CHECK(waves >= 1 && waves <= 64, "waves must be in [1, 64], got ", waves);
-  SGLQ_CHECK(masked_waves >= 1 && masked_waves <= 64, "masked_waves must be in [1, 64], got ", masked_waves);
+std::string set_launch_config(int block_threads, int waves, int masked_waves) {
+  if (block_threads != 0 && (block_threads < 32 || block_threads > kMaxBlockThreads || block_threads % 32 != 0)) {
+    return detail::message("block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads,
+                           "], got ", block_threads);
+  }
+  if (waves < 1 || waves > 64) return detail::message("waves must be in [1, 64], got ", waves);
+  if (masked_waves < 1 || masked_waves > 64) return detail::message("masked_waves must be in [1, 64], got ", masked_waves);
   g_tuning.block_threads = block_threads;
   g_tuning.waves = waves;
   g_tuning.masked_waves = masked_waves;
+  return "";
 }
 
-std::vector<int64_t> launch_config() {
-  return {g_tuning.block_threads, g_tuning.waves, g_tuning.masked_waves};
+void launch_config(int out[3]) {
+  out[0] = g_tuning.block_threads;
+  out[1] = g_tuning.waves;
+  out[2] = g_tuning.masked_waves;
 }
 
-TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
-  m.impl("per_token_group_quant_8bit_v2", &per_token_group_quant_8bit_v2_cuda);
-  m.impl("per_token_group_quant_fp8_dsv4", &per_token_group_quant_fp8_dsv4_cuda);
+STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
+  m.impl("per_token_group_quant_8bit_v2", TORCH_BOX(&per_token_group_quant_8bit_v2_cuda));
+  m.impl("per_token_group_quant_fp8_dsv4", TORCH_BOX(&per_token_group_quant_fp8_dsv4_cuda));
+  m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cuda));
 }
 
 }  // namespace sgl_quant

@@ -1,6 +1,8 @@
 """A representative subset of kernel launches for compute-sanitizer (memcheck / racecheck):
 every group size, dtype, output type and scale layout, fused SiLU, masked (with clamped counts),
-strided input, DSV4, empty inputs. Exits non-zero if any result differs from the CPU op."""
+strided input, DSV4, empty inputs; the fused RMSNorm op with small (several rows per warp), one-warp,
+many-warp and two-chunk teams, with and without residual and normed output. Exits non-zero if any
+result differs from the CPU op (on the paths where the two are exact)."""
 import sys
 
 import torch
@@ -41,6 +43,25 @@ def main():
             sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=col, scale_tma_aligned=tma,
                                                 scale_ue8m0=ue8m0, fuse_silu_and_mul=True, masked_m=m)
             launches += 1
+    for gs in (16, 32, 64, 128, 256):
+        for h in (gs, 3 * gs, 7168 // gs * gs, 20480):
+            for col, tma, ue8m0 in LAYOUTS:
+                for with_residual in (False, True):
+                    x = make_input((19, h), torch.bfloat16, seed=h)
+                    w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
+                    r = make_input((19, h), torch.bfloat16, seed=2) if with_residual else None
+                    outs = []
+                    for dev in ("cuda", "cpu"):
+                        res = None if r is None else r.to(dev)
+                        q, s, n = sgl_quant.rmsnorm_per_token_group_quant_fp8(
+                            x.to(dev), w.to(dev), gs, residual=res, column_major_scales=col, scale_tma_aligned=tma,
+                            scale_ue8m0=ue8m0, return_normed=with_residual)
+                        outs.append((q, s, n, res))
+                    launches += 1
+                    (qg, sg, ng, rg), (qc, sc, nc, rc) = outs
+                    failures += not ((ng is None or same(ng, nc)) and (rg is None or same(rg, rc)))
+                    if ue8m0:
+                        failures += not (same(qg, qc) and same(sg, sc))
     base = make_input((9, 6, 512), torch.float16, seed=3, device="cuda")
     sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
     sgl_quant.per_token_group_quant_fp8(base.view(54, 512)[:, 128:384], 64)

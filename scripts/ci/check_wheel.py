@@ -1,13 +1,15 @@
 """Audit a built sgl_quant wheel (the equivalent of `auditwheel show`, plus our own rules).
 
-    python scripts/check_wheel.py dist/sgl_quant-*.whl
+    python scripts/ci/check_wheel.py dist/sgl_quant-*.whl
 
-Checks: the package files are there (extension, Python modules, selftest data); the metadata pins
-the torch it was built against; every shared library the extension needs (ELF DT_NEEDED) is one the
-C/C++ runtime, torch, or torch's CUDA runtime dependency provides — nothing else may be assumed on
-the user's machine. Prints the wheel size. A torch extension cannot be a manylinux wheel (it links
-libtorch, which only the torch wheel provides), so the tag stays linux_x86_64; if `auditwheel` is
-installed its report is printed as well, for information.
+Checks: the package files are there (extension, Python modules, selftest data); the wheel is one
+for every torch and CPython: metadata `torch>=X` (no pin), an abi3 tag, and the extension uses no
+libtorch C++ symbol — only libtorch's stable C shim (`nm -D --undefined-only | c++filt`: nothing in
+at::, c10::, torch::); every shared library the extension needs (ELF DT_NEEDED) is one the C/C++
+runtime, torch, or torch's CUDA runtime dependency provides — nothing else may be assumed on the
+user's machine, and not libtorch_python (Python-version specific). Prints the wheel size. A torch
+extension cannot be a manylinux wheel (it links libtorch, which only the torch wheel provides), so
+the platform tag stays linux_x86_64; if `auditwheel` is installed its report is printed as well.
 """
 import fnmatch
 import os
@@ -16,6 +18,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 from ci_report import finish
@@ -25,7 +28,7 @@ REQUIRED = ["sgl_quant/__init__.py", "sgl_quant/quant.py", "sgl_quant/compat.py"
 ALLOWED_NEEDED = [
     "libc.so.*", "libm.so.*", "libpthread.so.*", "libdl.so.*", "librt.so.*", "ld-linux-x86-64.so.*",
     "libgcc_s.so.*", "libstdc++.so.*",                                   # C/C++ runtime
-    "libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so",
+    "libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",
     "libcudart.so.*",                                                    # torch's nvidia-cuda-runtime wheel
 ]
 
@@ -52,6 +55,18 @@ def elf_needed(data: bytes) -> list:
     return needed
 
 
+def libtorch_cxx_symbols(data: bytes) -> list:
+    """Undefined dynamic symbols of the extension that are libtorch C++ API (demangled)."""
+    with tempfile.NamedTemporaryFile(suffix=".so") as f:
+        f.write(data)
+        f.flush()
+        names = subprocess.run(["nm", "-D", "--undefined-only", f.name], capture_output=True, text=True,
+                               check=True).stdout
+    demangled = subprocess.run(["c++filt"], input=names, capture_output=True, text=True, check=True).stdout
+    return [line.split(maxsplit=1)[1] for line in demangled.splitlines()
+            if re.search(r"\b(at|c10|torch|caffe2)::", line)]
+
+
 def main(path):
     errors = []
     with zipfile.ZipFile(path) as whl:
@@ -64,19 +79,25 @@ def main(path):
             errors.append(f"expected one sgl_quant/_C*.so, found {exts}")
         meta_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
         meta = whl.read(meta_name).decode() if meta_name else ""
-        pins = re.findall(r"^Requires-Dist: torch\s*==\s*([\w.]+)", meta, re.M)
-        if len(pins) != 1:
-            errors.append(f"METADATA must pin torch==<build version>, found {pins}")
+        pins = re.findall(r"^Requires-Dist: torch\b\s*(.*)$", meta, re.M)
+        if len(pins) != 1 or not re.fullmatch(r">=\s*[\d.]+", pins[0].strip()):
+            errors.append(f"METADATA must require torch>=X (stable ABI: no pin), found {pins}")
         for ext in exts:
             needed = elf_needed(whl.read(ext))
             unexpected = [n for n in needed if not any(fnmatch.fnmatch(n, p) for p in ALLOWED_NEEDED)]
             print(f"{ext}: needs {', '.join(needed)}")
             if unexpected:
                 errors.append(f"{ext} needs libraries a user may not have: {unexpected}")
+            cxx = libtorch_cxx_symbols(whl.read(ext))
+            print(f"{ext}: {len(cxx)} libtorch C++ symbols used")
+            if cxx:
+                errors.append(f"{ext} uses libtorch C++ symbols (not the stable ABI): {cxx[:10]}")
         wheel_file = next((n for n in names if n.endswith(".dist-info/WHEEL")), None)
         tags = re.findall(r"^Tag: (.+)$", whl.read(wheel_file).decode(), re.M) if wheel_file else []
+        if not tags or not all(re.fullmatch(r"cp3\d+-abi3-linux_x86_64", t) for t in tags):
+            errors.append(f"the wheel must be tagged cp3X-abi3-linux_x86_64 (one wheel for every CPython), got {tags}")
     size = os.path.getsize(path)
-    print(f"wheel: {path}\n  size: {size / 2**20:.1f} MiB; tags: {', '.join(tags)}; torch pin: {pins}; files: {len(names)}")
+    print(f"wheel: {path}\n  size: {size / 2**20:.1f} MiB; tags: {', '.join(tags)}; torch: {pins}; files: {len(names)}")
     if shutil.which("auditwheel"):
         report = subprocess.run(["auditwheel", "show", path], capture_output=True, text=True)
         print("auditwheel show (for information):\n  " + (report.stdout + report.stderr).strip().replace("\n", "\n  "))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Device-side driver for scripts/latency_probe.cu (nvcc only, builds in seconds). Logs under $OUT.
-#   MODES="all grid" NCU_PROBLEMS="4 6 7" OUT=$OUT scripts/probe_run.sh
-#   VARIANTS="base -DSGLQ_EXP_X -DSGLQ_EXP_X,-DSGLQ_EXP_Y" MODES="quick redo" OUT=$OUT scripts/probe_run.sh
+# Device-side driver for scripts/probe/latency_probe.cu (nvcc only, builds in seconds). Logs under $OUT.
+#   MODES="all grid" NCU_PROBLEMS="4 6 7" OUT=$OUT scripts/probe/probe_run.sh
+#   VARIANTS="base -DSGLQ_EXP_X -DSGLQ_EXP_X,-DSGLQ_EXP_Y" MODES="quick redo" OUT=$OUT scripts/probe/probe_run.sh
 # VARIANTS (default "base"): one build per set of experiment macros (SGLQ_EXP_* switches placed in the
 # kernel header for an A/B; comma-separated within a variant). With more than one, every build must
 # write the same codes and scales as the first (dump + cmp), and the modes run for each build in turn,
@@ -9,12 +9,12 @@
 # NCU_PROBLEMS: Nsight Compute on the problems of those indices, for the first two builds, warm L2
 # (--cache-control none, like the benchmark's replays).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
 read -r -a variants <<<"${VARIANTS:-base}"
 for i in "${!variants[@]}"; do
   flags=${variants[$i]}; [[ $flags == base ]] && flags=""
-  scripts/build_probe.sh "/tmp/probe_$i" ${flags//,/ } &
+  scripts/probe/build_probe.sh "/tmp/probe_$i" ${flags//,/ } &
 done
 wait
 for i in "${!variants[@]}"; do [[ -x /tmp/probe_$i ]] || { echo "build of ${variants[$i]} failed"; exit 1; }; done

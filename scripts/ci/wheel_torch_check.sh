@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs one sgl_quant wheel next to one torch in a fresh virtual environment and tests it there,
+# from outside the source tree: the smoke test (import, build_info, one call per op, CPU golden
+# selftest) and the whole CPU test suite (a copy of tests/; GPU tests skip without a device).
+#
+#   scripts/ci/wheel_torch_check.sh WHEEL TORCH_VERSION VENV [lean]
+#
+# Plain mode: `pip install torch==VERSION` with its dependencies (the build torch, from the local disk
+# here). `lean`: torch's wheel without its dependencies, its pure-Python requirements, and the CUDA
+# runtime libraries (nvidia-*/cuda-*) at the versions the build venv has: torch only needs their
+# sonames to import, and CUDA 13 keeps them within the major version. It saves the ~3 GB of
+# differently pinned CUDA libraries an older torch would otherwise download; the tests are CPU tests.
+set -euo pipefail
+wheel=$(realpath "$1"); version=$2; venv=$3; mode=${4:-plain}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build_py=${BUILD_PY:-$root/.venv/bin/python}
+python=${PYTHON:-python3}
+
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip install -q)
+if [[ $mode == lean ]]; then
+  cache=$root/build/torch-wheels
+  mkdir -p "$cache"
+  ls "$cache"/torch-"$version"-*.whl >/dev/null 2>&1 || \
+    "$venv/bin/python" -m pip download -q --no-deps "torch==$version" -d "$cache"
+  cuda_libs=$("$build_py" -m pip freeze | grep -E '^(nvidia-|cuda-)' | grep -v '^cuda-bindings' || true)
+  "${pip[@]}" --no-deps "$cache"/torch-"$version"-*.whl $cuda_libs
+  "${pip[@]}" filelock typing-extensions sympy networkx jinja2 fsspec setuptools
+else
+  "${pip[@]}" "torch==$version"
+fi
+"${pip[@]}" numpy pytest
+"${pip[@]}" "$wheel"  # its requirement torch>=X is met by the torch above: nothing else changes
+
+work=$(mktemp -d)
+cp -r "$root/tests" "$work/tests"
+cd "$work"
+echo "== torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') + $(basename "$wheel")"
+"$venv/bin/python" -c "import sgl_quant; print('sgl_quant from', sgl_quant.__file__)"
+"$venv/bin/python" "$root/scripts/ci/wheel_smoke.py"
+"$venv/bin/python" -m pytest tests -q -p no:cacheprovider -x
+rm -rf "$work"

@@ -1,0 +1,278 @@
+"""The fused (add +) RMSNorm -> per-token-group quantization op (SPEC §6): the CPU implementation
+against an independent fp32 model of the documented steps and order (same bytes) and fp64 (within one
+ulp), consistency with v2, batch invariance, every layout/dtype/group size, non-finite rows; on CUDA
+(marked gpu) the same bytes as the CPU, across launch shapes, PDL and graph capture."""
+import pytest
+import torch
+
+import sgl_quant
+from helpers import LAYOUTS, activation_inputs, compare, run_rmsnorm, run_v2
+from reference import FP8, rmsnorm_exact, rmsnorm_fp64, ulps_apart
+from sgl_quant.testing import c_order_copy
+
+DTYPES = [torch.bfloat16, torch.float16]
+GROUP_SIZES = [16, 32, 64, 128, 256]
+
+
+def make_case(m, h, dtype, seed, with_residual=True, device="cpu"):
+    """x, weight, residual (or None): magnitudes spread over several octaves per row, weights around 1."""
+    x = activation_inputs((m, h), dtype, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    weight = (1 + 0.25 * torch.randn(h, generator=g)).to(dtype)
+    residual = activation_inputs((m, h), dtype, seed + 2) if with_residual else None
+    return x.to(device), weight.to(device), None if residual is None else residual.to(device)
+
+
+def check_against_models(x, weight, residual, group_size, out, layout, norm_eps=1e-6):
+    """Runs the op on x's device and checks it against the fp32 model (normed and residual: same bytes),
+    fp64 (normed within one ulp) and v2 applied to its own normed output on the same device (codes and
+    scales: same bytes). Returns the op's outputs."""
+    q, s, normed, new_res = run_rmsnorm(x, weight, group_size, out, layout, residual=residual, norm_eps=norm_eps)
+    x_cpu, w_cpu = x.cpu(), weight.cpu()
+    r_cpu = None if residual is None else residual.cpu()
+    want_normed, want_res = rmsnorm_exact(x_cpu, w_cpu, r_cpu, norm_eps)
+    assert torch.equal(normed.view(torch.int16), want_normed.view(torch.int16)), \
+        f"normed: {int((normed.view(torch.int16) != want_normed.view(torch.int16)).sum())} values differ from the fp32 model"
+    if residual is not None:
+        assert torch.equal(new_res.view(torch.int16), want_res.view(torch.int16)), "residual differs from T(x + r)"
+    far = ulps_apart(normed, rmsnorm_fp64(x_cpu, w_cpu, r_cpu, norm_eps).to(x.dtype))
+    assert int(far.max()) <= 1, f"normed is {int(far.max())} ulps from fp64"
+    v2 = run_v2(normed.to(x.device), group_size, out, layout)
+    assert torch.equal(q.view(torch.uint8), v2[0].view(torch.uint8)), "codes differ from v2 on the normed values"
+    assert torch.equal(s.view(torch.uint8), c_order_copy(v2[1]).view(torch.uint8)), \
+        "scales differ from v2 on the normed values"
+    return q, s, normed, new_res
+
+
+@pytest.mark.parametrize("with_residual", [True, False], ids=["residual", "no-residual"])
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+def test_cpu_matches_models(dtype, out, layout, group_size, with_residual):
+    # group counts: one, one past a power of two, and a multiple of 4 that is no power of two
+    for i, (m, groups) in enumerate([(1, 1), (5, 5), (3, 12)]):
+        seed = 100 * i + group_size + list(LAYOUTS).index(layout)
+        x, w, r = make_case(m, groups * group_size, dtype, seed, with_residual)
+        check_against_models(x, w, r, group_size, out, layout)
+
+
+@pytest.mark.parametrize("hidden", [16, 80, 1024, 4096, 7168, 16384, 16400, 20480, 32768])
+def test_cpu_hidden_sizes(hidden):
+    """Every H up to 32768: powers of two, no power of two, the kernel's one- and two-chunk sides."""
+    gs = 16 if hidden % 128 else 128
+    x, w, r = make_case(3, hidden, torch.bfloat16, hidden)
+    check_against_models(x, w, r, gs, FP8, "col_tma")
+
+
+def test_output_normed_is_optional():
+    """Without output_normed (and in the allocating wrapper) the codes and scales are the same."""
+    x, w, r = make_case(9, 2048, torch.bfloat16, 7)
+    q, s, normed, res = run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r)
+    q2, s2, none, res2 = run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r, with_normed=False)
+    assert none is None and torch.equal(q.view(torch.uint8), q2.view(torch.uint8)) and torch.equal(s, s2)
+    assert torch.equal(res, res2)
+    r3 = r.clone()
+    q3, s3, n3 = sgl_quant.rmsnorm_per_token_group_quant_fp8(x, w, 128, residual=r3, column_major_scales=True,
+                                                            scale_tma_aligned=True, scale_ue8m0=True,
+                                                            return_normed=True)
+    assert torch.equal(q3.view(torch.uint8), q.view(torch.uint8)) and torch.equal(n3, normed) and torch.equal(r3, res)
+    qi, si = sgl_quant.rmsnorm_per_token_group_quant_int8(x, w, 64)
+    q4, s4, n4, _ = run_rmsnorm(x, w, 64, torch.int8, "row")
+    assert torch.equal(qi, q4) and torch.equal(si, s4)
+
+
+def test_batch_invariance_cpu():
+    """A row's bytes do not depend on M or on the other rows: alone, in batches of other sizes, permuted."""
+    x, w, r = make_case(37, 7168, torch.bfloat16, 3)
+    full = run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r)
+    perm = torch.randperm(37, generator=torch.Generator().manual_seed(0))
+    permuted = run_rmsnorm(x[perm], w, 128, FP8, "col_tma", residual=r[perm])
+    for a, b in zip(full, permuted):
+        assert torch.equal(a[perm].view(torch.uint8), b.view(torch.uint8))
+    for rows in (slice(5, 6), slice(0, 17), slice(20, 37)):
+        part = run_rmsnorm(x[rows], w, 128, FP8, "col_tma", residual=r[rows])
+        for a, b in zip(full, part):
+            assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
+
+
+def test_norm_eps_and_quant_eps():
+    x, w, r = make_case(4, 512, torch.float16, 9)
+    x[1] = 0  # an all-zero row: normed 0, amax = eps
+    r[1] = 0
+    for norm_eps in (1e-6, 1e-2, 3.0):
+        check_against_models(x, w, r, 128, FP8, "row", norm_eps=norm_eps)
+    q, s, _, _ = run_rmsnorm(x, w, 128, FP8, "row", residual=r, eps=1e-3)
+    assert torch.equal(s[1], torch.full((4,), 1e-3, dtype=torch.float32) * torch.tensor(1 / 448, dtype=torch.float32))
+
+
+def test_non_finite_rows():
+    """The math as written, then SPEC §1.2: NaN anywhere makes the whole row NaN (ss is NaN); an Inf makes
+    ss Inf, inv 0, its own value NaN (Inf * 0) and the rest of the row 0."""
+    x, w, r = make_case(4, 512, torch.bfloat16, 10)
+    x[0, 3] = float("nan")
+    x[1, 300] = float("inf")
+    r[2, 511] = float("-inf")
+    for out in (FP8, torch.int8):
+        for layout in ("row", "col_ue8m0"):
+            q, s, normed, res = run_rmsnorm(x, w, 128, out, layout, residual=r)
+            want_normed, want_res = rmsnorm_exact(x, w, r)
+            assert torch.equal(normed.view(torch.int16), want_normed.view(torch.int16))
+            assert torch.equal(res.view(torch.int16), want_res.view(torch.int16))
+            nan_scale = (s == 0xFF) if s.dtype == torch.uint8 else s.isnan()
+            assert bool(nan_scale[0].all()), "a NaN row: every group is non-finite"
+            assert nan_scale[1].tolist() == [False, False, True, False] and nan_scale[2].tolist() == [False] * 3 + [True]
+            assert not bool(nan_scale[3].any())
+            codes = q.view(torch.uint8).reshape(4, 4, 128)
+            assert bool((codes[nan_scale] == (0x7F if out == FP8 else 0)).all())
+            assert bool((normed[1, :256] == 0).all()) and bool((q[1, :256].float() == 0).all())  # +-0
+            v2 = run_v2(normed, 128, out, layout)
+            assert torch.equal(q.view(torch.uint8), v2[0].view(torch.uint8))
+            assert torch.equal(s.view(torch.uint8), c_order_copy(v2[1]).view(torch.uint8))
+
+
+def test_strided_input_rows():
+    base, w, r = make_case(6, 3 * 1024, torch.bfloat16, 11)
+    view = base[:, 1024:2048]
+    a = run_rmsnorm(view, w[:1024], 128, FP8, "col_tma", residual=r[:, :1024].contiguous())
+    b = run_rmsnorm(view.contiguous(), w[:1024], 128, FP8, "col_tma", residual=r[:, :1024].contiguous())
+    for u, v in zip(a, b):
+        assert torch.equal(u.view(torch.uint8), v.view(torch.uint8))
+
+
+def test_empty_batch():
+    x = torch.empty(0, 256, dtype=torch.bfloat16)
+    q, s = sgl_quant.rmsnorm_per_token_group_quant_fp8(x, torch.ones(256, dtype=torch.bfloat16), 128,
+                                                       residual=torch.empty(0, 256, dtype=torch.bfloat16))
+    assert q.shape == (0, 256) and s.shape == (0, 2)
+
+
+# ------------------------------------------------------------------------------------------------ CUDA
+
+def cuda_codes_exact(layout):
+    """SPEC §1.1: UE8M0 codes are exact between the CPU op and the fast-math kernel; float-scale codes
+    may be one step off where the fast division differs."""
+    return LAYOUTS[layout][2]
+
+
+def check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=""):
+    """CPU = CUDA: normed and residual bytes everywhere, codes and scales on UE8M0 paths, elsewhere scales
+    exact and codes within SPEC §1.1's one-step bound; and the CUDA codes are v2's on its normed output."""
+    gpu = check_against_models(x.cuda(), w.cuda(), None if r is None else r.cuda(), group_size, out, layout)
+    cpu = run_rmsnorm(x, w, group_size, out, layout, residual=r)
+    assert torch.equal(gpu[2].view(torch.int16), cpu[2].view(torch.int16)), f"{what}: normed differs CPU vs CUDA"
+    if r is not None:
+        assert torch.equal(gpu[3].view(torch.int16), cpu[3].view(torch.int16)), f"{what}: residual differs"
+    valid = torch.ones(x.shape[0], dtype=torch.bool)
+    groups = x.shape[0] * x.shape[1] // group_size
+    extra = 0.15 * groups if out == torch.int8 and not LAYOUTS[layout][2] else 0  # as in test_gpu.py
+    compare(gpu, cpu[:2], valid, codes_exact=cuda_codes_exact(layout), scales_exact=True, max_code_fraction=2e-3,
+            extra_allowed=extra, what=what)
+    return gpu
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("with_residual", [True, False], ids=["residual", "no-residual"])
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+def test_cuda_matches_cpu(dtype, out, layout, group_size, with_residual):
+    # sub-warp teams (several rows per block), one-warp and multi-warp teams, odd counts
+    for i, (m, groups) in enumerate([(1, 1), (70, 3), (9, 56 * 128 // group_size), (33, 20)]):
+        seed = 500 + 100 * i + group_size
+        x, w, r = make_case(m, groups * group_size, dtype, seed, with_residual)
+        check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=f"{m}x{groups * group_size} seed {seed}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hidden", [16, 48, 80, 512, 1040, 4096, 7168, 16384, 16400, 20480, 32768])
+def test_cuda_hidden_sizes(hidden):
+    """Team sizes 1..32 threads, several warps, 1024 threads (H = 16384), and two chunks per thread."""
+    gs = 16 if hidden % 128 else 128
+    for dtype in DTYPES:
+        x, w, r = make_case(5, hidden, dtype, hidden)
+        check_cuda_equals_cpu(x, w, r, gs, FP8, "col_ue8m0", what=f"H={hidden}")
+
+
+@pytest.mark.gpu
+def test_cuda_batch_invariance_launch_shapes_and_pdl():
+    """The same bytes for every row whatever M, the rows around it, the grid (waves) and PDL."""
+    from sgl_quant import _C
+    x, w, r = make_case(300, 7168, torch.bfloat16, 21, device="cuda")
+    xs, ws, rs = make_case(300, 256, torch.float16, 22, device="cuda")  # small teams: 8 rows per warp
+    want = [run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r), run_rmsnorm(xs, ws, 64, FP8, "row", residual=rs)]
+    defaults = _C._launch_config()
+    try:
+        for waves, pdl in ((1, False), (1, True), (3, None), (64, False)):
+            _C._set_launch_config(defaults[0], waves, defaults[2])
+            got = [run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r, enable_pdl=pdl),
+                   run_rmsnorm(xs, ws, 64, FP8, "row", residual=rs, enable_pdl=pdl)]
+            for g, wnt in zip(got, want):
+                for a, b in zip(g, wnt):
+                    assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"waves={waves} pdl={pdl}"
+    finally:
+        _C._set_launch_config(*defaults)
+    for rows in (slice(7, 8), slice(0, 129), slice(111, 300)):
+        part = run_rmsnorm(x[rows], w, 128, FP8, "col_tma", residual=r[rows])
+        for a, b in zip(want[0], part):
+            assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_cuda_non_finite_rows():
+    x, w, r = make_case(4, 512, torch.bfloat16, 10)
+    x[0, 3] = float("nan")
+    x[1, 300] = float("inf")
+    r[2, 511] = float("-inf")
+    for layout in ("row", "col_ue8m0"):
+        check_cuda_equals_cpu(x, w, r, 128, FP8, layout)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_and_pdl_chain():
+    """Captured in a graph and replayed: the eager bytes (residual restored before each replay); a
+    chain of dependent launches with PDL equals the chain without."""
+    x, w, r = make_case(64, 4096, torch.bfloat16, 23, device="cuda")
+    res = r.clone()
+    eager = sgl_quant.rmsnorm_per_token_group_quant_fp8(x, w, 128, residual=res, column_major_scales=True,
+                                                        scale_tma_aligned=True, return_normed=True)
+    eager_res = res.clone()
+    res.copy_(r)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x, w, 128, residual=res, column_major_scales=True,
+                                                          scale_tma_aligned=True, return_normed=True)
+    for _ in range(3):
+        res.copy_(r)
+        out[0].view(torch.uint8).fill_(0x55)
+        out[2].fill_(0)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out[0].view(torch.uint8), eager[0].view(torch.uint8)) and torch.equal(out[1], eager[1])
+        assert torch.equal(out[2], eager[2]) and torch.equal(res, eager_res)
+
+    def chain(pdl):
+        y, resid, outs = x, r.clone(), []
+        for _ in range(6):
+            q, s, n = sgl_quant.rmsnorm_per_token_group_quant_fp8(y, w, 128, residual=resid, return_normed=True,
+                                                                  enable_pdl=pdl)
+            y = n
+            outs.append(q.view(torch.uint8))
+        return torch.stack(outs), resid
+
+    a, b = chain(True), chain(False)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.gpu
+def test_cuda_mixed_devices_rejected():
+    x, w, r = make_case(4, 256, torch.bfloat16, 1, device="cuda")
+    op = torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit
+    q = torch.empty(4, 256, dtype=FP8, device="cuda")
+    s = torch.empty(4, 2, device="cuda")
+    for args, name in (((x, w.cpu(), r, q, s, None), "weight"), ((x, w, r.cpu(), q, s, None), "residual"),
+                       ((x, w, r, q, s, torch.empty(4, 256, dtype=torch.bfloat16)), "output_normed")):
+        with pytest.raises(RuntimeError, match=f"{name} must be on the same device as input"):
+            op(*args, 128, 1e-6, 1e-10, -448.0, 448.0, False, False)
