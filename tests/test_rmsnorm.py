@@ -35,8 +35,10 @@ def check_against_models(x, weight, residual, group_size, out, layout, norm_eps=
         f"normed: {int((normed.view(torch.int16) != want_normed.view(torch.int16)).sum())} values differ from the fp32 model"
     if residual is not None:
         assert torch.equal(new_res.view(torch.int16), want_res.view(torch.int16)), "residual differs from T(x + r)"
-    far = ulps_apart(normed, rmsnorm_fp64(x_cpu, w_cpu, r_cpu, norm_eps).to(x.dtype))
-    assert int(far.max()) <= 1, f"normed is {int(far.max())} ulps from fp64"
+    ref64 = rmsnorm_fp64(x_cpu, w_cpu, r_cpu, norm_eps)
+    finite = ref64.isfinite().all(-1)  # rows with NaN/Inf are checked against the fp32 model above
+    far = ulps_apart(normed[finite], ref64[finite].to(x.dtype))
+    assert far.numel() == 0 or int(far.max()) <= 1, f"normed is {int(far.max())} ulps from fp64"
     v2 = run_v2(normed.to(x.device), group_size, out, layout)
     assert torch.equal(q.view(torch.uint8), v2[0].view(torch.uint8)), "codes differ from v2 on the normed values"
     assert torch.equal(s.view(torch.uint8), c_order_copy(v2[1]).view(torch.uint8)), \

@@ -57,6 +57,20 @@ __device__ __forceinline__ float ieee_sqrt(float a) {
   return r;
 }
 
+// scripts/probe/rmsnorm_probe.cu builds the kernel with SGLQ_PROBE_PHASES: thread 0 of block 0 then
+// records %globaltimer at the kernel's phases (loads done, ss known, inv known, end). Empty otherwise.
+#ifdef SGLQ_PROBE_PHASES
+__device__ unsigned long long g_probe_phases[8];
+#define SGLQ_PROBE_PHASE(i, dep)                                                        \
+  if (blockIdx.x == 0 && threadIdx.x == 0) {                                            \
+    unsigned long long t_;                                                              \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"(dep) : "memory");        \
+    g_probe_phases[i] = t_;                                                             \
+  }
+#else
+#define SGLQ_PROBE_PHASE(i, dep)
+#endif
+
 constexpr int kRmsNormSmallTeamBlock = 128;  // block of several small (<= 32 thread) teams
 constexpr int kRmsNormMaxTeam = 1024;
 
@@ -88,8 +102,13 @@ __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const 
   w[1] = load_input_vec(static_cast<const T*>(rp.weight) + offset[1]);
 }
 
+#ifdef SGLQ_EXP_MIN_BLOCKS  // probe only: e.g. -DSGLQ_EXP_MIN_BLOCKS=3: teams of at most 512 threads, 3 per SM
+#define SGLQ_RMSNORM_BOUNDS 512, SGLQ_EXP_MIN_BLOCKS
+#else
+#define SGLQ_RMSNORM_BOUNDS kRmsNormMaxTeam
+#endif
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
-__global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
+__global__ void __launch_bounds__(SGLQ_RMSNORM_BOUNDS) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   constexpr int L = GS / kElemsPerThread;
   const RmsNormQuantParams& rp = args.p;
   const QuantParams& p = rp.quant;
@@ -101,6 +120,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   __shared__ float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];  // two buffers: alternate rows reuse neither early
 
+  SGLQ_PROBE_PHASE(0, 0.0f);
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
   int parity = 0;
@@ -117,7 +137,11 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     int offset[CHUNKS][2];  // element offsets of the chunk's two vectors in the row
     // The weight is loaded with the row, so that its latency hides behind theirs, where registers allow
     // (one chunk: 58 registers; two chunks would spill, so they load it after the reduction).
+#ifdef SGLQ_EXP_LATE_W
+    constexpr bool kWeightWithRow = false;
+#else
     constexpr bool kWeightWithRow = CHUNKS == 1;
+#endif
     uint4 wv[CHUNKS][2];
     float a[CHUNKS], b[CHUNKS];
 #pragma unroll
@@ -167,6 +191,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       }
     }
 
+    SGLQ_PROBE_PHASE(1, a[0]);
     // ss: the pairwise tree over the vectors (see the header comment).
     float ss = 0.0f;
 #pragma unroll
@@ -181,7 +206,13 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       ss = k == 0 ? s : ieee_add(ss, s);
     }
     parity ^= 1;
+    SGLQ_PROBE_PHASE(2, ss);
+#ifdef SGLQ_EXP_FAST_INV  // probe only: what the IEEE steps cost (not the op's math)
+    const float inv = rsqrtf(ss / static_cast<float>(p.hidden) + rp.norm_eps);
+#else
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(p.hidden)), rp.norm_eps)));
+#endif
+    SGLQ_PROBE_PHASE(3, inv);
 
 #pragma unroll
     for (int k = 0; k < CHUNKS; ++k) {
@@ -209,6 +240,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       quantize_words<T, R, GS, SK>(p, task, lane, valid[k], n);
     }
   }
+  SGLQ_PROBE_PHASE(4, 0.0f);
 }
 
 // Launches one variant; CHUNKS must be 2 exactly when H > 16384 (16 * kRmsNormMaxTeam).

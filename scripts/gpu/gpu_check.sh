@@ -57,6 +57,7 @@ if [[ " $STEPS " == *" tests "* ]]; then
   # pytest-xdist (there on the H200 image) TEST_WORKERS processes share the GPU and the CPU reference work
   t0=$(date +%s); : >"$OUT/tests.log"
   xdist=$($PY -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / ${TEST_WORKERS:-8} ))}  # no oversubscription by the workers' CPU ops
   for f in $TEST_FILES; do
     echo "== tests/$f.py" >>"$OUT/tests.log"
     (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs -p no:cacheprovider $xdist) >>"$OUT/tests.log" 2>&1
