@@ -10,6 +10,7 @@
 //   dump DIR  one launch of each problem, codes and scales to DIR/q<i>.bin (compare builds)
 //   redo  masked counts rewritten by a producer still running under PDL: same bytes as the final counts
 //   quick PDL only, every problem, three passes
+//   nopdl without PDL, every problem, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //
 //   scripts/probe/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
@@ -338,9 +339,10 @@ int main(int argc, char** argv) {
     }
     return failures ? 1 : 0;
   }
-  if (mode == "quick") {  // PDL only, every problem, three passes (the spread between passes is the noise)
+  if (mode == "quick" || mode == "nopdl") {  // PDL only (quick) or none (nopdl), every problem, three passes
+    const bool pdl = mode == "quick";        // (the spread between passes is the noise)
     for (int pass = 0; pass < 3; ++pass) {
-      for (const Problem& pr : probs) std::printf("pass %d %-24s %8.3f\n", pass, pr.name.c_str(), time_graph(ours(pr, true), 20));
+      for (const Problem& pr : probs) std::printf("pass %d %-24s %8.3f\n", pass, pr.name.c_str(), time_graph(ours(pr, pdl), 20));
     }
     return 0;
   }

@@ -55,8 +55,10 @@ if [[ -n "${NCU_PROBLEMS:-}" ]]; then
   done
 fi
 
-if [[ -f "$OUT/probe_quick.txt" ]]; then  # median (and half the spread) per build and problem
-  python3 - "$OUT/probe_quick.txt" <<'PY'
+for f in "$OUT"/probe_quick.txt "$OUT"/probe_nopdl.txt; do  # median (and half the spread) per build and problem
+  [[ -f $f ]] || continue
+  echo "== medians: $(basename "$f")"
+  python3 - "$f" <<'PY'
 import collections, statistics, sys
 t, order = collections.defaultdict(list), []
 for line in open(sys.argv[1]):
@@ -71,6 +73,6 @@ print(f"{'problem':24s}" + "".join(f"{v[-16:]:>18s}" for v in vs))
 for p in order:
     print(f"{p:24s}" + "".join(f"{statistics.median(t[v, p]):11.3f} ±{(max(t[v, p]) - min(t[v, p])) / 2:5.3f}" for v in vs))
 PY
-fi
+done
 [[ -f "$OUT/variants_cmp.txt" ]] && cat "$OUT/variants_cmp.txt"
 exit 0
