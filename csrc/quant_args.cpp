@@ -47,11 +47,13 @@ void check_input(const char* op, const Tensor& input) {
              ": input.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector loads)");
 }
 
-// A tensor the kernels write (or read and write) with 16-byte vectors: contiguous, the given shape,
-// 16-byte aligned, on input's device.
+// A tensor the kernels access with 16-byte vectors: contiguous, the given shape, 16-byte aligned, on
+// input's device, and (when given) of the given dtype.
 void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, const char* name,
-                        const std::vector<int64_t>& expected_shape) {
+                        const std::vector<int64_t>& expected_shape, std::optional<ScalarType> dtype = std::nullopt) {
   SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
+  SGLQ_CHECK(!dtype || t.scalar_type() == *dtype, op, ": ", name, " must have input's dtype ", *dtype, ", got ",
+             t.scalar_type());
   check_same_device(op, input, t, name);
   SGLQ_CHECK(same_sizes(t, expected_shape), op, ": ", name, " must have shape ", expected_shape, ", got ", t.sizes());
   SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
@@ -270,23 +272,11 @@ RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight
   SGLQ_CHECK(H % group_size == 0, op, ": hidden size H=", H, " must be divisible by group_size=", group_size);
   SGLQ_CHECK(H <= kMaxRmsNormHidden, op, ": hidden size H=", H, " is too large (at most ", kMaxRmsNormHidden, ")");
 
-  SGLQ_CHECK(weight.defined(), op, ": weight is undefined");
-  check_same_device(op, input, weight, "weight");
-  SGLQ_CHECK(weight.scalar_type() == input.scalar_type(), op, ": weight must have input's dtype ",
-             input.scalar_type(), ", got ", weight.scalar_type());
-  check_dense_tensor(op, input, weight, "weight", {H});
+  check_dense_tensor(op, input, weight, "weight", {H}, input.scalar_type());
   const bool has_residual = residual.has_value() && residual->defined();
-  if (has_residual) {
-    SGLQ_CHECK(residual->scalar_type() == input.scalar_type(), op, ": residual must have input's dtype ",
-               input.scalar_type(), ", got ", residual->scalar_type());
-    check_dense_tensor(op, input, *residual, "residual", {M, H});
-  }
+  if (has_residual) check_dense_tensor(op, input, *residual, "residual", {M, H}, input.scalar_type());
   const bool has_normed = output_normed.has_value() && output_normed->defined();
-  if (has_normed) {
-    SGLQ_CHECK(output_normed->scalar_type() == input.scalar_type(), op, ": output_normed must have input's dtype ",
-               input.scalar_type(), ", got ", output_normed->scalar_type());
-    check_dense_tensor(op, input, *output_normed, "output_normed", {M, H});
-  }
+  if (has_normed) check_dense_tensor(op, input, *output_normed, "output_normed", {M, H}, input.scalar_type());
   SGLQ_CHECK(std::isfinite(norm_eps) && norm_eps > 0 && static_cast<float>(norm_eps) > 0 &&
                  std::isfinite(static_cast<float>(norm_eps)), op,
              ": norm_eps must be a finite float > 0, got ", norm_eps);

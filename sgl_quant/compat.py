@@ -99,8 +99,10 @@ def fused_add_rmsnorm_fp8_block_quant(
     quantization of ``normed_out``. ``block_scale`` is FlashInfer's contiguous fp32 ``[H // 128, ceil4(M)]``
     buffer (column-major, TMA-aligned: the logical ``[M, H // 128]`` scales are
     ``block_scale.transpose(0, 1)[:M]``), as DeepGEMM consumes it."""
-    m = input.shape[0] if input.dim() == 2 else -1
-    want = (input.shape[-1] // 128, (m + 3) // 4 * 4)
+    if input.dim() != 2:
+        raise ValueError(f"fused_add_rmsnorm_fp8_block_quant: input must be 2-D [M, H], got shape {list(input.shape)}")
+    m, h = input.shape
+    want = (h // 128, (m + 3) // 4 * 4)
     if block_scale.dim() != 2 or tuple(block_scale.shape) != want or not block_scale.is_contiguous():
         raise ValueError(f"fused_add_rmsnorm_fp8_block_quant: block_scale must be a contiguous [H // 128, ceil4(M)] = "
                          f"{list(want)} buffer, got shape {list(block_scale.shape)}, strides {list(block_scale.stride())}")

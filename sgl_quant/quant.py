@@ -17,6 +17,12 @@ INT8_MIN, INT8_MAX = -128.0, 127.0
 _RANGES = {FP8_DTYPE: (FP8_MIN, FP8_MAX), torch.int8: (INT8_MIN, INT8_MAX)}
 
 
+def _code_range(output_q: torch.Tensor, min_8bit: Optional[float], max_8bit: Optional[float]):
+    """min_8bit/max_8bit, each defaulting to the range of output_q's dtype (a wrong dtype fails in the op)."""
+    lo, hi = _RANGES.get(output_q.dtype, (float("nan"), float("nan")))
+    return (lo if min_8bit is None else min_8bit), (hi if max_8bit is None else max_8bit)
+
+
 def _ceil_align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
@@ -84,10 +90,7 @@ def per_token_group_quant_8bit_v2(
     ``min_8bit``/``max_8bit`` default to the range of ``output_q``'s dtype.
     ``enable_pdl``: programmatic dependent launch; ``None`` means on where the device supports it (SM90+).
     """
-    if min_8bit is None or max_8bit is None:
-        lo, hi = _RANGES.get(output_q.dtype, (float("nan"), float("nan")))  # a wrong dtype fails in the op
-        min_8bit = lo if min_8bit is None else min_8bit
-        max_8bit = hi if max_8bit is None else max_8bit
+    min_8bit, max_8bit = _code_range(output_q, min_8bit, max_8bit)
     torch.ops.sgl_quant.per_token_group_quant_8bit_v2(
         input,
         output_q,
@@ -202,10 +205,7 @@ def rmsnorm_per_token_group_quant_8bit(
     v2 (every layout of ``create_scale_tensor``). ``norm_eps`` is the RMSNorm epsilon, ``eps`` the
     quantization one. ``H`` at most 32768.
     """
-    if min_8bit is None or max_8bit is None:
-        lo, hi = _RANGES.get(output_q.dtype, (float("nan"), float("nan")))  # a wrong dtype fails in the op
-        min_8bit = lo if min_8bit is None else min_8bit
-        max_8bit = hi if max_8bit is None else max_8bit
+    min_8bit, max_8bit = _code_range(output_q, min_8bit, max_8bit)
     torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit(
         input, weight, residual, output_q, output_s, output_normed, group_size, norm_eps, eps, min_8bit, max_8bit,
         scale_ue8m0, True if enable_pdl is None else enable_pdl)

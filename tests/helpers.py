@@ -21,8 +21,8 @@ def ceil4(n):
     return (n + 3) // 4 * 4
 
 
-def alloc_scales(layout, q_shape, group_size, device):
-    """(x_s, its whole storage buffer filled with POISON bytes, scale_ue8m0) for a layout of SPEC §2."""
+def alloc_scales(layout, q_shape, group_size, device, poison=POISON):
+    """(x_s, its whole storage buffer filled with poison bytes, scale_ue8m0) for a layout of SPEC §2."""
     col, tma, ue8m0, packed = LAYOUTS[layout]
     *batch, m, h = q_shape
     g = h // group_size
@@ -32,7 +32,7 @@ def alloc_scales(layout, q_shape, group_size, device):
         buf = torch.empty((*batch, g, ceil4(m) if tma else m), dtype=torch.float32, device=device)
     else:
         buf = torch.empty((*batch, m, g), dtype=torch.float32, device=device)
-    buf.view(torch.uint8).fill_(POISON)
+    buf.view(torch.uint8).fill_(poison)
     return scale_view(layout, buf, m), buf, ue8m0
 
 
@@ -65,19 +65,24 @@ def run_v2(x, group_size, out_dtype, layout, silu=False, masked_m=None, eps=1e-1
     q_cpu = q.cpu()
     assert bool((q_cpu.view(torch.uint8)[~valid] == POISON).all()), "codes written outside the valid rows"
 
-    # Nothing but the valid rows of the logical scale view may change in the whole buffer.
+    return q_cpu, read_scales(layout, x_s, buf, m, g, valid), valid
+
+
+def read_scales(layout, x_s, buf, m, g, valid, poison=POISON):
+    """Checks that nothing but the valid rows of the logical scale view changed in the whole poisoned
+    buffer and that the packed words' pad bytes are 0; returns the scales on the CPU: logical fp32
+    values, or UE8M0 bytes [..., M, G] for the packed layout."""
     buf_cpu = buf.cpu()
     expected = torch.empty_like(buf_cpu)
-    expected.view(torch.uint8).fill_(POISON)
+    expected.view(torch.uint8).fill_(poison)
     scale_view(layout, expected, m)[valid] = scale_view(layout, buf_cpu, m)[valid]
     assert torch.equal(expected.view(torch.uint8), buf_cpu.view(torch.uint8)), "scales written outside valid rows"
-
     s_cpu = x_s.cpu()
     if LAYOUTS[layout][3]:
         pad = packed_bytes(s_cpu)[..., g:]
         assert bool((pad[valid] == 0).all()), "pad bytes of the packed UE8M0 words must be 0"
-        return q_cpu, packed_exponent_bytes(s_cpu, g), valid
-    return q_cpu, s_cpu, valid
+        return packed_exponent_bytes(s_cpu, g)
+    return s_cpu
 
 
 def expected_v2(x, group_size, out_dtype, layout, silu=False, eps=1e-10):
@@ -169,8 +174,7 @@ def run_rmsnorm(x, weight, group_size, out_dtype, layout, residual=None, with_no
     runs = []
     for poison in (POISON, 0xAA):
         q = torch.full((m, h), poison, dtype=torch.uint8, device=x.device).view(out_dtype)
-        x_s, buf, ue8m0 = alloc_scales(layout, (m, h), group_size, x.device)
-        buf.view(torch.uint8).fill_(poison)
+        x_s, buf, ue8m0 = alloc_scales(layout, (m, h), group_size, x.device, poison)
         normed = None
         if with_normed:
             normed = torch.empty((m, h), dtype=x.dtype, device=x.device)
@@ -179,15 +183,7 @@ def run_rmsnorm(x, weight, group_size, out_dtype, layout, residual=None, with_no
         sgl_quant.rmsnorm_per_token_group_quant_8bit(x, weight, q, x_s, group_size, norm_eps, residual=res,
                                                      output_normed=normed, eps=eps, scale_ue8m0=ue8m0,
                                                      enable_pdl=enable_pdl)
-        buf_cpu = buf.cpu()
-        outside = torch.ones_like(buf_cpu, dtype=torch.bool)
-        scale_view(layout, outside, m).fill_(False)
-        assert bool((buf_cpu.view(torch.uint8).view(buf_cpu.shape + (-1,))[outside] == poison).all()), \
-            "scales written outside the logical view"
-        s = c_order_copy(x_s.cpu())
-        if LAYOUTS[layout][3]:
-            assert bool((packed_bytes(s)[..., g:] == 0).all()), "pad bytes of the packed UE8M0 words must be 0"
-            s = packed_exponent_bytes(s, g)
+        s = c_order_copy(read_scales(layout, x_s, buf, m, g, torch.ones(m, dtype=torch.bool), poison))
         runs.append((q.cpu(), s, None if normed is None else normed.cpu(), None if res is None else res.cpu()))
     for a, b in zip(*runs):
         if a is not None:
