@@ -51,14 +51,20 @@ def min_bytes(c):
     return m * h * (9 if c["normed"] else 7) + m * (h // 128) * 4
 
 
-def build(c, pdl):
+def inputs(c):
+    """x, weight (around 1), residual, codes and column-major TMA fp32 scales for case c, on the GPU."""
     m, h, dt = c["m"], c["h"], c["dtype"]
     x = make_input((m, h), dt, seed=1, device="cuda")
     w = (make_input((h,), dt, seed=2, device="cuda").float() * 64 + 1).to(dt)
     r = make_input((m, h), dt, seed=3, device="cuda")
     q = torch.empty(m, h, dtype=FP8, device="cuda")
     s = sgl_quant.create_scale_tensor((m, h), 128, "cuda", True, True, False)
-    n = torch.empty(m, h, dtype=dt, device="cuda") if c["normed"] else None
+    return x, w, r, q, s
+
+
+def build(c, pdl):
+    x, w, r, q, s = inputs(c)
+    n = torch.empty_like(x) if c["normed"] else None
     # The residual is updated in place on every call (as in a model), so repeated calls see changing data.
     return lambda: sgl_quant.rmsnorm_per_token_group_quant_8bit(x, w, q, s, 128, 1e-6, residual=r, output_normed=n,
                                                                 enable_pdl=pdl)
@@ -67,12 +73,7 @@ def build(c, pdl):
 def build_pair(c):
     """The two-kernel producer: one torch.compile'd add + RMSNorm kernel (11 bytes per element with the
     quant's read) and sgl_quant's v2 quant of its output."""
-    m, h, dt = c["m"], c["h"], c["dtype"]
-    x = make_input((m, h), dt, seed=1, device="cuda")
-    w = (make_input((h,), dt, seed=2, device="cuda").float() * 64 + 1).to(dt)
-    r = make_input((m, h), dt, seed=3, device="cuda")
-    q = torch.empty(m, h, dtype=FP8, device="cuda")
-    s = sgl_quant.create_scale_tensor((m, h), 128, "cuda", True, True, False)
+    x, w, r, q, s = inputs(c)
 
     def add_rmsnorm(x, r, w):
         z = x.float() + r.float()

@@ -549,13 +549,52 @@ struct LaunchOptions {
 
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
 
+// The grid for blocks_needed blocks of `threads`, capped at opt.waves rounds of resident blocks of
+// `kernel`; small grids need no occupancy query, and the occupancy is cached per kernel, device and
+// block size (an idempotent race).
+template <auto kernel>
+cudaError_t capped_grid(int64_t blocks_needed, int threads, size_t smem, const LaunchOptions& opt, int64_t& grid) {
+  grid = blocks_needed;
+  if (blocks_needed <= opt.num_sms) return cudaSuccess;
+  constexpr int kMaxDevices = 64, kMaxThreads = 1024;
+  static int cached_occupancy[kMaxDevices][kMaxThreads / 32 + 1] = {};
+  const bool cacheable = opt.device < kMaxDevices && smem == 0;
+  int occupancy = cacheable ? cached_occupancy[opt.device][threads / 32] : 0;
+  if (occupancy == 0) {
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
+    if (err != cudaSuccess) return err;
+    occupancy = occupancy > 0 ? occupancy : 1;
+    if (cacheable) cached_occupancy[opt.device][threads / 32] = occupancy;
+  }
+  const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
+  grid = blocks_needed < max_blocks ? blocks_needed : max_blocks;
+  return cudaSuccess;
+}
+
+// kernel<<<grid, threads, smem, opt.stream>>>(args), as a programmatic dependent launch when opt.pdl.
+template <typename Kernel, typename Args>
+cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem, const LaunchOptions& opt,
+                          const Args& args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = opt.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = opt.pdl ? 1 : 0;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args);
+}
+
 // Launches one kernel variant; MASKED must say whether p.masked_m is set. Returns the CUDA error of
 // the launch (cudaSuccess when fine).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
-  const auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
+  constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
   // Rows-first task order (KernelArgs) for dense column-major fp32 scales, in units of up to 32 rows,
   // so that a block of 256 threads writes whole 128-byte lines of scales (probe, H200: M=16384,
   // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp).
@@ -597,33 +636,9 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
     if (err != cudaSuccess) return err;
   }
 
-  // Cap the grid at `waves` rounds of resident blocks; small grids need no occupancy query.
-  int64_t grid = blocks_needed;
-  if (blocks_needed > opt.num_sms) {
-    constexpr int kMaxDevices = 64;
-    static int cached_occupancy[kMaxDevices][kMaxBlockThreads / 32 + 1] = {};  // per variant; idempotent race
-    const bool cacheable = opt.device < kMaxDevices && smem == 0;
-    int occupancy = cacheable ? cached_occupancy[opt.device][threads / 32] : 0;
-    if (occupancy == 0) {
-      const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
-      if (err != cudaSuccess) return err;
-      occupancy = occupancy > 0 ? occupancy : 1;
-      if (cacheable) cached_occupancy[opt.device][threads / 32] = occupancy;
-    }
-    const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
-    grid = blocks_needed < max_blocks ? blocks_needed : max_blocks;
-  }
-
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = opt.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = opt.pdl ? 1 : 0;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  int64_t grid = 0;
+  const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, smem, opt, grid);
+  if (err != cudaSuccess) return err;
   KernelArgs args;
   args.p = p;
   // Fold (outer, row) into one row index where the strides allow it (contiguous batches), which
@@ -640,7 +655,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   args.num_rows = static_cast<int32_t>(num_rows);
   args.rows_first_log2 = rows_first_log2;
   args.pdl = opt.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args);
+  return launch_kernel(kernel, grid, threads, smem, opt, args);
 }
 
 // Every variant of one group size and layout (MASKED): {bf16, fp16} x {fp8, int8} x {3 scale kinds} x

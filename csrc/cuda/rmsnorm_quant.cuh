@@ -258,29 +258,15 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   const int rows_per_block = threads / team;
   const int64_t num_rows = rp.quant.num_rows();
   const int64_t blocks_needed = (num_rows + rows_per_block - 1) / rows_per_block;
-  const auto kernel = rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS>;
-  int64_t grid = blocks_needed;
-  if (blocks_needed > opt.num_sms) {  // cap at `waves` rounds of resident blocks
-    int occupancy = 0;
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, 0);
-    if (err != cudaSuccess) return err;
-    const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * (occupancy > 0 ? occupancy : 1) * opt.waves;
-    grid = blocks_needed < max_blocks ? blocks_needed : max_blocks;
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(threads);
-  config.stream = opt.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = opt.pdl ? 1 : 0;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS>;
+  int64_t grid = 0;
+  const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt, grid);
+  if (err != cudaSuccess) return err;
   RmsNormKernelArgs args;
   args.p = rp;
   args.num_rows = static_cast<int32_t>(num_rows);
   args.team = team;
-  return cudaLaunchKernelEx(&config, kernel, args);
+  return launch_kernel(kernel, grid, threads, 0, opt, args);
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {1, 2 chunks}.

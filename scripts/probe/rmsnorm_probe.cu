@@ -11,44 +11,9 @@
 #include <vector>
 
 #include "cuda/rmsnorm_quant.cuh"
+#include "probe_util.cuh"
 
 using namespace sgl_quant;
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); std::exit(1); } } while (0)
-
-double time_graph(const std::function<void(cudaStream_t)>& fn, int calls = 20, int replays = 25) {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  fn(s);
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) fn(s);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int i = 0; i < 100; ++i) CK(cudaGraphLaunch(ge, s));
-  CK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<double> v;
-  for (int r = 0; r < replays; ++r) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    v.push_back(ms * 1e3 / calls);
-  }
-  std::sort(v.begin(), v.end());
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaStreamDestroy(s));
-  return v[v.size() / 2];
-}
 
 __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values of about +-4
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -97,8 +62,8 @@ int main() {
   for (int h : {7168, 4096}) {
     for (int m : {1, 64, 256, 1024, 4096, 16384}) {
       const double bytes = double(m) * h * 7 + double(m) * (h / 128) * 4;
-      std::printf("rms M=%-5d H=%-5d     %9.2f %9.2f %9.2f\n", m, h, time_graph(launcher(m, h, false)),
-                  time_graph(launcher(m, h, true)), bytes / 4.23e6);
+      std::printf("rms M=%-5d H=%-5d     %9.2f %9.2f %9.2f\n", m, h, time_graph(launcher(m, h, false), 20),
+                  time_graph(launcher(m, h, true), 20), bytes / 4.23e6);
     }
   }
 #ifdef SGLQ_PROBE_PHASES
