@@ -11,7 +11,7 @@
 # sonames to import, and CUDA 13 keeps them within the major version. It saves the ~3 GB of
 # differently pinned CUDA libraries an older torch would otherwise download; the tests are CPU tests.
 set -euo pipefail
-wheel=$(realpath "$1"); version=$2; venv=$3; mode=${4:-plain}
+wheel=$(realpath "$1"); version=$2; venv=$(realpath -m "$3"); mode=${4:-plain}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build_py=${BUILD_PY:-$root/.venv/bin/python}
 python=${PYTHON:-python3}
