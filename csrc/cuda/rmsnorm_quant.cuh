@@ -90,11 +90,6 @@ __device__ __forceinline__ float butterfly_sum(float v, int from, int to) {
   return v;
 }
 
-template <typename T>
-__device__ __forceinline__ float2 to_float2(uint32_t w) {
-  return Pack2<T>::to_float2(w);  // exact (bf16: a shift; fp16: cvt.f32.f16)
-}
-
 // The weight's two vectors at a chunk's element offsets.
 template <typename T>
 __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const int (&offset)[2], uint4 (&w)[2]) {
@@ -102,13 +97,8 @@ __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const 
   w[1] = load_input_vec(static_cast<const T*>(rp.weight) + offset[1]);
 }
 
-#ifdef SGLQ_EXP_MIN_BLOCKS  // probe only: e.g. -DSGLQ_EXP_MIN_BLOCKS=3: teams of at most 512 threads, 3 per SM
-#define SGLQ_RMSNORM_BOUNDS 512, SGLQ_EXP_MIN_BLOCKS
-#else
-#define SGLQ_RMSNORM_BOUNDS kRmsNormMaxTeam
-#endif
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
-__global__ void __launch_bounds__(SGLQ_RMSNORM_BOUNDS) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
+__global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   constexpr int L = GS / kElemsPerThread;
   const RmsNormQuantParams& rp = args.p;
   const QuantParams& p = rp.quant;
@@ -137,11 +127,7 @@ __global__ void __launch_bounds__(SGLQ_RMSNORM_BOUNDS) rmsnorm_quant_kernel(cons
     int offset[CHUNKS][2];  // element offsets of the chunk's two vectors in the row
     // The weight is loaded with the row, so that its latency hides behind theirs, where registers allow
     // (one chunk: 58 registers; two chunks would spill, so they load it after the reduction).
-#ifdef SGLQ_EXP_LATE_W
-    constexpr bool kWeightWithRow = false;
-#else
-    constexpr bool kWeightWithRow = CHUNKS == 1;
-#endif
+    constexpr bool kWeightWithRow = CHUNKS == 1;  // (loading it late anyway: no faster, probe session 5)
     uint4 wv[CHUNKS][2];
     float a[CHUNKS], b[CHUNKS];
 #pragma unroll
@@ -169,9 +155,9 @@ __global__ void __launch_bounds__(SGLQ_RMSNORM_BOUNDS) rmsnorm_quant_kernel(cons
         uint32_t sum_words[4];
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          float2 f = to_float2<T>(xw[m]);
+          float2 f = Pack2<T>::to_float2(xw[m]);
           if (res_row != nullptr) {
-            const float2 r = to_float2<T>(rw[m]);
+            const float2 r = Pack2<T>::to_float2(rw[m]);
             f = make_float2(ieee_add(f.x, r.x), ieee_add(f.y, r.y));
             sum_words[m] = Pack2<T>::from_float2(f);  // r <- T(z), round to nearest even
           }
@@ -207,11 +193,7 @@ __global__ void __launch_bounds__(SGLQ_RMSNORM_BOUNDS) rmsnorm_quant_kernel(cons
     }
     parity ^= 1;
     SGLQ_PROBE_PHASE(2, ss);
-#ifdef SGLQ_EXP_FAST_INV  // probe only: what the IEEE steps cost (not the op's math)
-    const float inv = rsqrtf(ss / static_cast<float>(p.hidden) + rp.norm_eps);
-#else
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(p.hidden)), rp.norm_eps)));
-#endif
     SGLQ_PROBE_PHASE(3, inv);
 
 #pragma unroll
@@ -223,7 +205,7 @@ __global__ void __launch_bounds__(SGLQ_RMSNORM_BOUNDS) rmsnorm_quant_kernel(cons
         const uint32_t ww[4] = {wv[k][h].x, wv[k][h].y, wv[k][h].z, wv[k][h].w};
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          const float2 w = to_float2<T>(ww[m]);
+          const float2 w = Pack2<T>::to_float2(ww[m]);
           const float zx = z[k][h * 8 + 2 * m], zy = z[k][h * 8 + 2 * m + 1];
           n[h * 4 + m] = Pack2<T>::from_float2(make_float2(ieee_mul(ieee_mul(zx, inv), w.x), ieee_mul(ieee_mul(zy, inv), w.y)));
         }

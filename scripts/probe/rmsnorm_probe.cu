@@ -2,8 +2,9 @@
 // launcher and kernel (bf16 -> fp8, group 128, residual, column-major TMA fp32 scales), timed like the
 // benchmark (CUDA graph of 20 launches, median of 25 replays), for M = 1 ... 16384 at H = 7168 and 4096,
 // without and with PDL; with -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at
-// the kernel's phases, median of 50 launches). Experiment switches: -DSGLQ_EXP_* in the header.
-//   scripts/probe/build_probe.sh /tmp/rms scripts/probe/rmsnorm_probe.cu [nvcc flags] && /tmp/rms
+// the kernel's phases, median of 50 launches). For an A/B, put SGLQ_EXP_* switches in the header (session 5's
+// were removed after their runs: benchmark/NOTES.md).
+//   PROBE=scripts/probe/rmsnorm_probe.cu scripts/probe/build_probe.sh /tmp/rms [nvcc flags] && /tmp/rms
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
