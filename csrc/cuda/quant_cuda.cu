@@ -16,15 +16,15 @@
 
 namespace sgl_quant {
 
-#define SGLQ_DECLARE_GROUP_SIZE(GS)                       \
+#define SGLQ_DECLARE_BOTH_LAYOUTS(GS)                     \
   SGLQ_FOR_EACH_VARIANT(GS, false, SGLQ_DECLARE_LAUNCHER) \
   SGLQ_FOR_EACH_VARIANT(GS, true, SGLQ_DECLARE_LAUNCHER)  \
   SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, SGLQ_DECLARE_RMSNORM_LAUNCHER)
-SGLQ_DECLARE_GROUP_SIZE(16)
-SGLQ_DECLARE_GROUP_SIZE(32)
-SGLQ_DECLARE_GROUP_SIZE(64)
-SGLQ_DECLARE_GROUP_SIZE(128)
-SGLQ_DECLARE_GROUP_SIZE(256)
+SGLQ_DECLARE_BOTH_LAYOUTS(16)
+SGLQ_DECLARE_BOTH_LAYOUTS(32)
+SGLQ_DECLARE_BOTH_LAYOUTS(64)
+SGLQ_DECLARE_BOTH_LAYOUTS(128)
+SGLQ_DECLARE_BOTH_LAYOUTS(256)
 
 namespace {
 
@@ -109,15 +109,10 @@ cudaError_t dispatch_group_size(const P& p, const QuantParams& q, const LaunchOp
   return cudaErrorInvalidValue;
 }
 
-// The codes and scales a problem writes (the fused op's are described by its `quant`).
-const QuantParams& codes_of(const QuantParams& p) { return p; }
-const QuantParams& codes_of(const RmsNormQuantParams& p) { return p.quant; }
-
-// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op) on the current
-// stream of input's device.
+// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op, whose codes
+// and scales `q` describes) on the current stream of input's device.
 template <typename P>
-void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
-  const QuantParams& q = codes_of(p);
+void launch(const P& p, const QuantParams& q, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
   SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
   if (q.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
   const int device = input.get_device_index();
@@ -148,12 +143,12 @@ void per_token_group_quant_8bit_v2_cuda(const Tensor& input, Tensor output_q, Te
                                         bool fuse_silu_and_mul, std::optional<Tensor> masked_m, bool enable_pdl) {
   const QuantParams p = make_v2_params(input, output_q, output_s, group_size, eps, min_8bit, max_8bit, scale_ue8m0,
                                        fuse_silu_and_mul, masked_m);
-  launch(p, input, output_q, enable_pdl);
+  launch(p, p, input, output_q, enable_pdl);
 }
 
 void per_token_group_quant_fp8_dsv4_cuda(const Tensor& input, Tensor output_q, Tensor output_s, bool enable_pdl) {
   const QuantParams p = make_dsv4_params(input, output_q, output_s);
-  launch(p, input, output_q, enable_pdl);
+  launch(p, p, input, output_q, enable_pdl);
 }
 
 void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
@@ -162,7 +157,7 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
                                              double max_8bit, bool scale_ue8m0, bool enable_pdl) {
   const RmsNormQuantParams p = make_rmsnorm_params(input, weight, residual, output_q, output_s, output_normed,
                                                    group_size, norm_eps, eps, min_8bit, max_8bit, scale_ue8m0);
-  launch(p, input, output_q, enable_pdl);
+  launch(p, p.quant, input, output_q, enable_pdl);
 }
 
 }  // namespace
