@@ -168,7 +168,7 @@ def empty_kernel_us():
     def _empty(x):
         pass
     x = torch.empty(1, device="cuda")
-    return time_graph_us(lambda: _empty[(1,)](x), 20)
+    return time_graph_us(lambda: _empty[(1,)](x))
 
 
 def make_triton_baseline():
@@ -215,11 +215,27 @@ def make_triton_baseline():
 # ------------------------------------------------------------------------------------------------
 # Timing
 
+# Length of one timed graph replay (ms): its calls share the graph's own launch of a few µs.
+GRAPH_MS = 10.0
 
-def time_graph_us(fn, calls_per_graph=20, replays=25):
-    """Median µs per call over replays of a CUDA graph holding calls_per_graph calls."""
+
+def time_graph_us(fn, calls_per_graph=None, replays=25, graph_ms=GRAPH_MS):
+    """Median µs per call over replays of a CUDA graph holding calls_per_graph calls.
+
+    Each replay's events also hold the graph's own launch (the host's cudaGraphLaunch reaches an idle
+    GPU after the start event: several µs), which a graph of few calls spreads over too few of them.
+    By default the graph holds as many calls as take about graph_ms (at least 20, at most 5000), as
+    triton.testing.do_bench_cudagraph sizes its graph (rep=20 ms), the method of the fixed reference
+    points; the launch then adds less than 0.1% to each call."""
     fn()
     torch.cuda.synchronize()
+    if calls_per_graph is None:
+        per_call = _time_graph_once_us(fn, 20, replays=5)
+        calls_per_graph = int(min(5000, max(20, graph_ms * 1e3 / max(per_call, 1e-3))))
+    return _time_graph_once_us(fn, calls_per_graph, replays)
+
+
+def _time_graph_once_us(fn, calls_per_graph, replays):
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
@@ -229,8 +245,7 @@ def time_graph_us(fn, calls_per_graph=20, replays=25):
     # keep the GPU busy ~25 ms first, so that its clocks have ramped up from idle
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < 0.025:
-        for _ in range(10):
-            graph.replay()
+        graph.replay()
         torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
@@ -240,6 +255,7 @@ def time_graph_us(fn, calls_per_graph=20, replays=25):
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1e3 / calls_per_graph)
+    del graph
     return statistics.median(samples)
 
 
@@ -261,9 +277,6 @@ def copy_bandwidth_tbs(nbytes=2 << 30):
     return statistics.median(samples)
 
 
-# Calls per graph, for every case: with fewer, the graph's own launch (a few µs) becomes part of
-# each call's time (5 calls per graph added ~1 µs, 2%, to M=16384 H=7168).
-CALLS_PER_GRAPH = 20
 
 
 def bench_gpu(quick, baselines):
@@ -277,31 +290,30 @@ def bench_gpu(quick, baselines):
     rows = []
     for c in cases(quick):
         r = dict(name=c["name"], kind=c["kind"], m=c.get("m"), h=c.get("h", c.get("d")), bytes=min_bytes(c))
-        n = CALLS_PER_GRAPH
         if c["kind"] == "chain":
-            # µs per chain of 10 launches, in the steady state like every other row (20 chains per
-            # graph); one chain per graph would add the graph's own launch (~1-3 µs) to the 10 kernels
-            r["us"] = time_graph_us(build(c, "cuda", None), CALLS_PER_GRAPH)
+            # µs per chain of 10 launches, in the steady state like every other row (many chains per
+            # graph); one chain per graph would add the graph's own launch (several µs) to the 10 kernels
+            r["us"] = time_graph_us(build(c, "cuda", None))
         else:
-            r["us"] = time_graph_us(build(c, "cuda", False), n)
-            r["us_pdl"] = time_graph_us(build(c, "cuda", True), n)
+            r["us"] = time_graph_us(build(c, "cuda", False))
+            r["us_pdl"] = time_graph_us(build(c, "cuda", True))
         r["tbs"] = r["bytes"] / (r["us"] * 1e-6) / 1e12
         r["roofline_pct"] = 100.0 * r["bytes"] / (bw * 1e12) / (r["us"] * 1e-6)
         if r.get("us_pdl"):  # PDL is the wrappers' default on SM90+
             r["roofline_pct_pdl"] = 100.0 * r["bytes"] / (bw * 1e12) / (r["us_pdl"] * 1e-6)
         if c["kind"] == "dsv4":
-            r.update(dsv4_baselines(c, n))
+            r.update(dsv4_baselines(c))
         if baselines and c["kind"] == "dense" and c["layout"] in ("col_f32", "col_ue8m0", "row_f32"):
             col, _, ue8m0 = LAYOUTS[c["layout"]]
             x = make_input((c["m"], 2 * c["h"] if c["silu"] else c["h"]), c["dtype"], seed=1, device="cuda")
             # torch.compile costs seconds per shape: in --quick mode only for the SPEC §5 headline cases
             if c["layout"] != "col_ue8m0" and (not quick or c["name"] in SPEC_REFERENCE_US):
                 compiled = torch.compile(torch_quant, dynamic=False)
-                r["torch_compile_us"] = time_graph_us(lambda: compiled(x, 128, ue8m0, c["silu"], col), n)
+                r["torch_compile_us"] = time_graph_us(lambda: compiled(x, 128, ue8m0, c["silu"], col))
             if triton_run is not None and c["layout"] != "col_ue8m0":
                 q = torch.empty(c["m"], c["h"], dtype=FP8, device="cuda")
                 s = sgl_quant.create_scale_tensor(q.shape, 128, "cuda", col, col, ue8m0)
-                r["triton_us"] = time_graph_us(lambda: triton_run(x, q, s, c["silu"], ue8m0), n)
+                r["triton_us"] = time_graph_us(lambda: triton_run(x, q, s, c["silu"], ue8m0))
         if c["name"] in SPEC_REFERENCE_US:
             r["spec_reference_us"] = SPEC_REFERENCE_US[c["name"]]
         if c["name"] in NO_PDL_REFERENCE_US:
@@ -313,7 +325,7 @@ def bench_gpu(quick, baselines):
     return dict(device=dev, copy_tbs=bw, empty_kernel_us=empty, rows=rows)
 
 
-def dsv4_baselines(c, n):
+def dsv4_baselines(c):
     """(a) unfused: v2 packed UE8M0 + exponent -> fp32 + layout transpose with torch ops;
     (b) plain v2 quantization (row-major UE8M0 fp32 scales) of the flattened [T*G, D] input."""
     t, g, d = c["t"], c["g"], c["d"]
@@ -332,7 +344,7 @@ def dsv4_baselines(c, n):
 
     def plain():
         sgl_quant.per_token_group_quant_8bit_v2(flat, q, s_row, 128, scale_ue8m0=True, enable_pdl=False)
-    return dict(unfused_us=time_graph_us(unfused, n), plain_v2_us=time_graph_us(plain, n))
+    return dict(unfused_us=time_graph_us(unfused), plain_v2_us=time_graph_us(plain))
 
 
 SWEEP_CONFIGS = [(0, 16), (0, 2), (256, 1), (256, 4), (256, 8), (256, 16), (128, 8), (128, 16), (512, 8), (512, 16)]
@@ -346,7 +358,7 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    defaults = _C._launch_config()  # [block_threads, waves, masked_waves]
+    defaults = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
     lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x{defaults[1]}, "
              f"masked 0x{defaults[2]})",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
@@ -356,7 +368,7 @@ def sweep_launch_shapes():
         times = []
         for threads, waves in SWEEP_CONFIGS:
             _C._set_launch_config(threads, waves, waves)
-            times.append(time_graph_us(fn, CALLS_PER_GRAPH))
+            times.append(time_graph_us(fn))
         _C._set_launch_config(*defaults)
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)

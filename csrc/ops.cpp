@@ -47,8 +47,8 @@ STABLE_TORCH_LIBRARY(sgl_quant, m) {
 #if defined(SGL_QUANT_WITH_CUDA)
 namespace sgl_quant {
 // csrc/cuda/quant_cuda.cu. Returns an error message, empty when the arguments are valid.
-std::string set_launch_config(int block_threads, int waves, int masked_waves);
-void launch_config(int out[3]);  // the same three, now
+std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster);
+void launch_config(int out[4]);  // the same four, now
 }  // namespace sgl_quant
 #endif
 
@@ -94,11 +94,14 @@ PyObject* build_info(PyObject*, PyObject*) {
 
 #if defined(SGL_QUANT_WITH_CUDA)
 // Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
-// the grid at waves rounds of resident blocks; defaults in csrc/cuda/quant_cuda.cu).
+// the grid at waves rounds of resident blocks; rmsnorm_cluster: blocks per row of the fused op, 0 =
+// automatic; defaults in csrc/cuda/quant_cuda.cu).
 PyObject* set_launch_config_py(PyObject*, PyObject* args) {
-  int block_threads = 0, waves = 0, masked_waves = 0;
-  if (!PyArg_ParseTuple(args, "iii:_set_launch_config", &block_threads, &waves, &masked_waves)) return nullptr;
-  const std::string error = sgl_quant::set_launch_config(block_threads, waves, masked_waves);
+  int block_threads = 0, waves = 0, masked_waves = 0, rmsnorm_cluster = 0;
+  if (!PyArg_ParseTuple(args, "iii|i:_set_launch_config", &block_threads, &waves, &masked_waves, &rmsnorm_cluster)) {
+    return nullptr;
+  }
+  const std::string error = sgl_quant::set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster);
   if (!error.empty()) {
     PyErr_SetString(PyExc_RuntimeError, error.c_str());
     return nullptr;
@@ -107,9 +110,9 @@ PyObject* set_launch_config_py(PyObject*, PyObject* args) {
 }
 
 PyObject* launch_config_py(PyObject*, PyObject*) {
-  int c[3];
+  int c[4];
   sgl_quant::launch_config(c);
-  return Py_BuildValue("[iii]", c[0], c[1], c[2]);
+  return Py_BuildValue("[iiii]", c[0], c[1], c[2], c[3]);
 }
 #endif
 
@@ -117,8 +120,9 @@ PyMethodDef methods[] = {
     {"build_info", build_info, METH_NOARGS, "Version, torch/CUDA it was built with, compiled CUDA archs"},
 #if defined(SGL_QUANT_WITH_CUDA)
     {"_set_launch_config", set_launch_config_py, METH_VARARGS,
-     "_set_launch_config(block_threads, waves, masked_waves): launch shape of the CUDA kernels (benchmarking)"},
-    {"_launch_config", launch_config_py, METH_NOARGS, "[block_threads, waves, masked_waves] now in use"},
+     "_set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster=0): launch shape of the CUDA kernels "
+     "(benchmarking)"},
+    {"_launch_config", launch_config_py, METH_NOARGS, "[block_threads, waves, masked_waves, rmsnorm_cluster] now in use"},
 #endif
     {nullptr, nullptr, 0, nullptr},
 };

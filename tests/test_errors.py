@@ -260,15 +260,18 @@ def test_launch_config_hook():
     bad shapes refused with the argument named, leaving the shape in use unchanged."""
     from sgl_quant import _C
     defaults = _C._launch_config()
-    assert defaults == [0, 16, 1]  # automatic block size, 16 waves dense, 1 wave masked
+    assert defaults == [0, 16, 1, 0]  # automatic block size, 16 waves dense, 1 wave masked, automatic cluster
     try:
-        _C._set_launch_config(128, 4, 2)
-        assert _C._launch_config() == [128, 4, 2]
+        _C._set_launch_config(128, 4, 2, 3)
+        assert _C._launch_config() == [128, 4, 2, 3]
         for bad, match in [((48, 4, 2), "block_threads must be 0"), ((1024, 4, 2), "block_threads must be 0"),
-                           ((0, 0, 2), "waves must be in"), ((0, 4, 65), "masked_waves must be in")]:
+                           ((0, 0, 2), "waves must be in"), ((0, 4, 65), "masked_waves must be in"),
+                           ((0, 4, 2, 9), "rmsnorm_cluster must be 0"), ((0, 4, 2, -1), "rmsnorm_cluster must be 0")]:
             with pytest.raises(RuntimeError, match=match):
                 _C._set_launch_config(*bad)
-        assert _C._launch_config() == [128, 4, 2]
+        assert _C._launch_config() == [128, 4, 2, 3]
+        _C._set_launch_config(128, 4, 2)  # the cluster is optional: automatic
+        assert _C._launch_config() == [128, 4, 2, 0]
     finally:
         _C._set_launch_config(*defaults)
 

@@ -199,26 +199,54 @@ def test_cuda_hidden_sizes(hidden):
 
 @pytest.mark.gpu
 def test_cuda_batch_invariance_launch_shapes_and_pdl():
-    """The same bytes for every row whatever M, the rows around it, the grid (waves) and PDL."""
+    """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
+    blocks sharing a row (1 = none, 2..8; 0 = automatic) and PDL."""
     from sgl_quant import _C
     x, w, r = make_case(300, 7168, torch.bfloat16, 21, device="cuda")
     xs, ws, rs = make_case(300, 256, torch.float16, 22, device="cuda")  # small teams: 8 rows per warp
-    want = [run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r), run_rmsnorm(xs, ws, 64, FP8, "row", residual=rs)]
+    # one warp per block in clusters of 4 and 8 (H=2048), 4 warps per block in clusters of 8 (H=16384)
+    x2, w2, r2 = make_case(9, 2048, torch.bfloat16, 23, device="cuda")
+    x16, w16, r16 = make_case(5, 16384, torch.bfloat16, 24, device="cuda")
+
+    def run_all(pdl=None):
+        return [run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r, enable_pdl=pdl),
+                run_rmsnorm(xs, ws, 64, FP8, "row", residual=rs, enable_pdl=pdl),
+                run_rmsnorm(x2, w2, 128, torch.int8, "col_ue8m0", residual=r2, enable_pdl=pdl),
+                run_rmsnorm(x16, w16, 64, FP8, "row_ue8m0", enable_pdl=pdl)]
+
     defaults = _C._launch_config()
     try:
-        for waves, pdl in ((1, False), (1, True), (3, None), (64, False)):
-            _C._set_launch_config(defaults[0], waves, defaults[2])
-            got = [run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r, enable_pdl=pdl),
-                   run_rmsnorm(xs, ws, 64, FP8, "row", residual=rs, enable_pdl=pdl)]
-            for g, wnt in zip(got, want):
+        _C._set_launch_config(defaults[0], defaults[1], defaults[2], 1)
+        want = run_all()
+        for waves, pdl, cluster in ((1, False, 1), (1, True, 0), (3, None, 2), (64, False, 4), (16, True, 3),
+                                    (16, False, 7), (2, True, 8)):
+            _C._set_launch_config(defaults[0], waves, defaults[2], cluster)
+            for g, wnt in zip(run_all(pdl), want):
                 for a, b in zip(g, wnt):
-                    assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"waves={waves} pdl={pdl}"
+                    assert (a is None) == (b is None)
+                    if a is not None:
+                        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"{waves=} {pdl=} {cluster=}"
     finally:
         _C._set_launch_config(*defaults)
+    want = run_all()
     for rows in (slice(7, 8), slice(0, 129), slice(111, 300)):
         part = run_rmsnorm(x[rows], w, 128, FP8, "col_tma", residual=r[rows])
         for a, b in zip(want[0], part):
             assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_cuda_two_chunks_per_thread_same_bytes():
+    """Calls of >= 1024 long rows run with two 16-element chunks per thread (half-size blocks), small
+    calls with one (and a cluster of blocks per row): a row's bytes are the same in both, and the CPU's."""
+    x, w, r = make_case(1030, 7168, torch.bfloat16, 25, device="cuda")
+    full = run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r)
+    for rows in (slice(0, 3), slice(1000, 1030), slice(517, 518)):
+        part = run_rmsnorm(x[rows], w, 128, FP8, "col_ue8m0", residual=r[rows])
+        cpu = run_rmsnorm(x[rows].cpu(), w.cpu(), 128, FP8, "col_ue8m0", residual=r[rows].cpu())
+        for a, b, c in zip(full, part, cpu):
+            assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
+            assert torch.equal(b.view(torch.uint8), c.view(torch.uint8))
 
 
 @pytest.mark.gpu

@@ -157,6 +157,20 @@ __device__ __forceinline__ void pdl_allow_dependents() {
 #endif
 }
 
+// The probes (scripts/probe/) build the kernels with SGLQ_PROBE_PHASES: thread 0 of block 0 then records
+// %globaltimer at the kernel's phases (`dep`: a value the phase waits for). Empty otherwise.
+#ifdef SGLQ_PROBE_PHASES
+__device__ unsigned long long g_probe_phases[8];
+#define SGLQ_PROBE_PHASE(i, dep)                                                        \
+  if (blockIdx.x == 0 && threadIdx.x == 0) {                                            \
+    unsigned long long t_;                                                              \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"(dep) : "memory");        \
+    g_probe_phases[i] = t_;                                                             \
+  }
+#else
+#define SGLQ_PROBE_PHASE(i, dep)
+#endif
+
 // Codes for 16 values (8 packed words) with quantization multiplier y, saturated to [MIN, MAX].
 template <typename T, typename R>
 __device__ __forceinline__ uint4 encode16(const uint32_t (&w)[8], float y) {
@@ -476,12 +490,17 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // Dense. The launcher never makes more blocks than tasks, so every block has a first task:
     // locate it before waiting for the producer kernel (PDL), so that this index math overlaps
     // the producer's tail instead of adding to the latency of small calls.
+    SGLQ_PROBE_PHASE(0, 0.0f);
     const int num_tasks = args.num_tasks;
     bool valid = first + sub < num_tasks;
     Task<T> t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
+    SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
     pdl_wait_for_producer();  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
-    load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
+    SGLQ_PROBE_PHASE(2, __int_as_float(static_cast<int>(in.v[0].x)));
+    quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
+    SGLQ_PROBE_PHASE(3, 0.0f);
     for (first += grid_stride; first < num_tasks; first += grid_stride) {
       valid = first + sub < num_tasks;
       t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
@@ -545,6 +564,8 @@ struct LaunchOptions {
   int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256
   int waves = 16;         // the grid is capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
+  bool clusters = false;    // the device runs thread-block clusters (SM90+)
+  int rmsnorm_cluster = 0;  // blocks per row of the fused RMSNorm op: 0 automatic, 1 none, 2..8
 };
 
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
@@ -571,20 +592,44 @@ cudaError_t capped_grid(int64_t blocks_needed, int threads, size_t smem, const L
   return cudaSuccess;
 }
 
-// kernel<<<grid, threads, smem, opt.stream>>>(args), as a programmatic dependent launch when opt.pdl.
+// Whether the loaded code of `kernel` was compiled for SM90+ (its PTX version), cached per device: PDL
+// and clusters need the kernel's SM90 instructions, not only an SM90 device (a build for older archs
+// only runs there as JIT-compiled older PTX, where griddepcontrol and the cluster barriers are absent).
+template <auto kernel>
+bool kernel_has_sm90_code(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes (an idempotent race)
+  int known = device >= 0 && device < kMaxDevices ? cached[device] : 0;
+  if (known == 0) {
+    cudaFuncAttributes attr = {};
+    known = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.ptxVersion >= 90 ? 2 : 1;
+    if (device >= 0 && device < kMaxDevices) cached[device] = known;
+  }
+  return known == 2;
+}
+
+// kernel<<<grid, threads, smem, opt.stream>>>(args), as a programmatic dependent launch when opt.pdl,
+// in thread-block clusters of `cluster` blocks when > 1 (grid a multiple of it).
 template <typename Kernel, typename Args>
 cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem, const LaunchOptions& opt,
-                          const Args& args) {
+                          const Args& args, int cluster = 1) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = smem;
   config.stream = opt.stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = opt.pdl ? 1 : 0;
   config.attrs = attr;
   config.numAttrs = 1;
+  if (cluster > 1) {
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[1].val.clusterDim.y = 1;
+    attr[1].val.clusterDim.z = 1;
+    config.numAttrs = 2;
+  }
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
@@ -595,6 +640,11 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
   constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
+  if (opt.pdl && !kernel_has_sm90_code<kernel>(opt.device)) {  // no griddepcontrol in this kernel's code
+    LaunchOptions plain = opt;
+    plain.pdl = false;
+    return launch_per_token_group_quant<T, R, GS, SK, SILU, MASKED>(p, plain);
+  }
   // Rows-first task order (KernelArgs) for dense column-major fp32 scales, in units of up to 32 rows,
   // so that a block of 256 threads writes whole 128-byte lines of scales (probe, H200: M=16384,
   // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp).

@@ -38,6 +38,7 @@ struct LaunchTuning {
   int block_threads = 0;  // 0: automatic (see LaunchOptions)
   int waves = 16;
   int masked_waves = 1;
+  int rmsnorm_cluster = 0;  // 0: automatic (auto_rmsnorm_cluster)
 };
 LaunchTuning g_tuning;
 
@@ -50,7 +51,7 @@ LaunchTuning g_tuning;
 
 struct DeviceInfo {
   int num_sms = 1;
-  bool supports_pdl = false;  // programmatic dependent launch needs SM90+
+  bool sm90 = false;  // programmatic dependent launch and thread-block clusters need SM90+
 };
 
 DeviceInfo device_info(int device) {
@@ -63,7 +64,7 @@ DeviceInfo device_info(int device) {
   int major = 0;
   SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
   SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  info.supports_pdl = major >= 9;
+  info.sm90 = major >= 9;
   cache.emplace(device, info);
   return info;
 }
@@ -83,8 +84,9 @@ cudaError_t launch_variant(const QuantParams& p, const LaunchOptions& o) {
 
 template <typename T, typename R, int GS, ScaleKind SK>
 cudaError_t launch_variant(const RmsNormQuantParams& p, const LaunchOptions& o) {
-  return p.quant.hidden > kElemsPerThread * kRmsNormMaxTeam ? launch_rmsnorm_quant<T, R, GS, SK, 2>(p, o)
-                                                             : launch_rmsnorm_quant<T, R, GS, SK, 1>(p, o);
+  return rmsnorm_chunks_per_thread(p.quant.num_rows(), p.quant.hidden / kElemsPerThread) == 2
+             ? launch_rmsnorm_quant<T, R, GS, SK, 2>(p, o)
+             : launch_rmsnorm_quant<T, R, GS, SK, 1>(p, o);
 }
 
 template <typename T, typename R, int GS, typename P>
@@ -127,7 +129,9 @@ void launch(const P& p, const QuantParams& q, const Tensor& input, const Tensor&
   o.num_sms = info.num_sms;
   o.block_threads = g_tuning.block_threads;
   o.waves = q.masked_m != nullptr ? g_tuning.masked_waves : g_tuning.waves;
-  o.pdl = enable_pdl && info.supports_pdl;
+  o.pdl = enable_pdl && info.sm90;
+  o.clusters = info.sm90;
+  o.rmsnorm_cluster = g_tuning.rmsnorm_cluster;
   cudaError_t err;
   if (is_bf16(input)) {
     err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
@@ -162,23 +166,29 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
 
 }  // namespace
 
-std::string set_launch_config(int block_threads, int waves, int masked_waves) {
+std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster) {
   if (block_threads != 0 && (block_threads < 32 || block_threads > kMaxBlockThreads || block_threads % 32 != 0)) {
     return detail::message("block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads,
                            "], got ", block_threads);
   }
   if (waves < 1 || waves > 64) return detail::message("waves must be in [1, 64], got ", waves);
   if (masked_waves < 1 || masked_waves > 64) return detail::message("masked_waves must be in [1, 64], got ", masked_waves);
+  if (rmsnorm_cluster < 0 || rmsnorm_cluster > kRmsNormMaxCluster) {
+    return detail::message("rmsnorm_cluster must be 0 (automatic) or in [1, ", kRmsNormMaxCluster, "], got ",
+                           rmsnorm_cluster);
+  }
   g_tuning.block_threads = block_threads;
   g_tuning.waves = waves;
   g_tuning.masked_waves = masked_waves;
+  g_tuning.rmsnorm_cluster = rmsnorm_cluster;
   return "";
 }
 
-void launch_config(int out[3]) {
+void launch_config(int out[4]) {
   out[0] = g_tuning.block_threads;
   out[1] = g_tuning.waves;
   out[2] = g_tuning.masked_waves;
+  out[3] = g_tuning.rmsnorm_cluster;
 }
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {

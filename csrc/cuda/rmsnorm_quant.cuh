@@ -14,16 +14,25 @@
 //   ss  = pairwise sum of q_0 .. q_{H/8-1}: adjacent pairs first, then pairs of pairs, ..., the count
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
-// Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + 1024
-// when H > 16384: CHUNKS = 2), 16 elements laid out as in v2 so that quantize_words applies unchanged:
+// Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
+// with CHUNKS = 2: H > 16384, and large calls; the team is then the power of two of half the padded
+// chunk count), 16 elements laid out as in v2 so that quantize_words applies unchanged:
 // group g = c / L, L = GS / 16 threads per group, lane j = c % L, elements [g*GS + j*8, +8) (vector u1)
 // and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree then falls out of the thread layout, one
 // bit of the vector index at a time: the low log2(L) bits are lane bits (shuffles on both vectors), the
 // next bit is u1 + u2 in the thread, the bits above are the remaining lane bits (shuffles), then the
-// warp index (a 32-lane butterfly over the warps' sums, from shared memory), then the chunk k.
+// warp index (a 32-lane butterfly over the warps' sums, from shared memory, padded with zeros), then
+// the chunk k (the team being a power of two, each chunk k covers an aligned half of the padded tree).
 // Teams: up to 32 chunks, a power-of-two slice of a warp (several rows per 128-thread block); more, a
-// whole block of ceil(chunks / 32) warps, one row at a time. Threads past the last chunk hold zeros.
+// whole block of ceil(chunks / 32) warps, one row at a time, or, for calls of few long rows, a cluster
+// of C blocks (thread-block cluster, SM90+) of ceil(chunks / C / 32) warps each on C SMs: block rank b
+// holds chunks [b * team, (b + 1) * team). Every warp then writes its sum into every block's shared
+// memory (distributed shared memory), so each block combines the same warp sums in the same butterfly
+// as one block would: the bytes are the same for every C (auto_rmsnorm_cluster says when it pays).
+// Threads past the last chunk hold zeros.
 #pragma once
+
+#include <algorithm>
 
 #include "per_token_group_quant.cuh"
 
@@ -57,28 +66,51 @@ __device__ __forceinline__ float ieee_sqrt(float a) {
   return r;
 }
 
-// scripts/probe/rmsnorm_probe.cu builds the kernel with SGLQ_PROBE_PHASES: thread 0 of block 0 then
-// records %globaltimer at the kernel's phases (loads done, ss known, inv known, end). Empty otherwise.
-#ifdef SGLQ_PROBE_PHASES
-__device__ unsigned long long g_probe_phases[8];
-#define SGLQ_PROBE_PHASE(i, dep)                                                        \
-  if (blockIdx.x == 0 && threadIdx.x == 0) {                                            \
-    unsigned long long t_;                                                              \
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"(dep) : "memory");        \
-    g_probe_phases[i] = t_;                                                             \
-  }
-#else
-#define SGLQ_PROBE_PHASE(i, dep)
-#endif
-
 constexpr int kRmsNormSmallTeamBlock = 128;  // block of several small (<= 32 thread) teams
 constexpr int kRmsNormMaxTeam = 1024;
+constexpr int kRmsNormMaxCluster = 8;        // the portable cluster size limit
 
 struct RmsNormKernelArgs {
   RmsNormQuantParams p;
   int32_t num_rows;
-  int32_t team;  // threads per row: a power of two <= 32, or blockDim.x (a multiple of 32)
+  int32_t team;     // threads of a block per row: a power of two <= 32, or blockDim.x (a multiple of 32)
+  int32_t cluster;  // blocks per row, a thread-block cluster (1: none); > 1 only with one chunk per thread
 };
+
+// Thread-block cluster primitives (SM90+; the launcher uses clusters only there).
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+  return static_cast<int>(r);
+}
+// Stores v at the address of `local` (this block's shared memory) in the shared memory of block `rank`.
+__device__ __forceinline__ void store_to_cluster_block(float* local, int rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+#endif
+}
+// Every thread of the cluster: the first without ordering (this block has started), the second
+// makes the stores to shared memory before it visible to every block of the cluster after it.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
 
 // Sum of v over the lanes whose index differs in the bits of [from, to) (powers of two <= 32), lowest
 // bit first: one level of the pairwise tree per bit. Every lane of the warp must call it.
@@ -103,19 +135,31 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   const RmsNormQuantParams& rp = args.p;
   const QuantParams& p = rp.quant;
   const int team = args.team;
-  const int t = threadIdx.x % team;  // this thread's index in its row's team
-  const int lane = t % L;            // its index in its group's sub-warp (team and 1024 are multiples of L)
+  const int cluster = CHUNKS == 1 ? args.cluster : 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if (cluster > 1) __trap();  // no cluster instructions in this code (the launcher never asks for them here)
+#endif
+  const int rank = cluster > 1 ? cluster_rank() : 0;   // this block's share of the row (cluster rank)
+  const int t = rank * team + threadIdx.x % team;       // this thread's chunk in its row
+  const int lane = t % L;            // its index in its group's sub-warp (teams are multiples of L)
   const int rows_per_block = blockDim.x / team;
   const int num_chunks = p.hidden / kElemsPerThread;
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
-  __shared__ float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];  // two buffers: alternate rows reuse neither early
+  const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
+  // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
+  // alternate rows reuse neither early (a block passes the next row's barrier only after every block has
+  // read this row's sums).
+  __shared__ float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];
 
   SGLQ_PROBE_PHASE(0, 0.0f);
+  if (cluster > 1) cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
   int parity = 0;
-  // The loop bound is uniform over the block, so every warp reaches the shuffles and barriers together.
-  for (int first = blockIdx.x * rows_per_block; first < args.num_rows; first += gridDim.x * rows_per_block) {
+  bool cluster_started = false;
+  // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
+  const int row_group = blockIdx.x / cluster, row_groups = gridDim.x / cluster;
+  for (int first = row_group * rows_per_block; first < args.num_rows; first += row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x) / team;
     const bool row_valid = row < args.num_rows;
     const T* x_row = static_cast<const T*>(p.input) + static_cast<int64_t>(row) * p.in_row_stride;
@@ -132,7 +176,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     float a[CHUNKS], b[CHUNKS];
 #pragma unroll
     for (int k = 0; k < CHUNKS; ++k) {
-      const int c = t + k * kRmsNormMaxTeam;
+      const int c = t + k * team;
       valid[k] = row_valid && c < num_chunks;
       const int g = c / L;
       offset[k][0] = g * GS + lane * 8;
@@ -184,10 +228,19 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     for (int k = 0; k < CHUNKS; ++k) {
       float s = ieee_add(butterfly_sum(a[k], 1, L), butterfly_sum(b[k], 1, L));
       s = butterfly_sum(s, L, team < 32 ? team : 32);
-      if (team > 32) {  // one row per block: combine the warps
-        if (warp_lane == 0) warp_sums[parity][k][warp] = s;
-        __syncthreads();
-        s = butterfly_sum(warp_lane < team / 32 ? warp_sums[parity][k][warp_lane] : 0.0f, 1, 32);
+      if (team > 32 || cluster > 1) {  // one row per block or cluster: combine the row's warps
+        float* sums = warp_sums[parity][k];
+        const int slot = rank * (team / 32) + warp;
+        if (cluster == 1) {
+          if (warp_lane == 0) sums[slot] = s;
+          __syncthreads();
+        } else {
+          if (!cluster_started) cluster_wait();  // every block of the cluster runs: its shared memory exists
+          cluster_started = true;
+          if (warp_lane < cluster) store_to_cluster_block(&sums[slot], warp_lane, s);  // lane b: block b's copy
+          cluster_sync();
+        }
+        s = butterfly_sum(warp_lane < row_warps ? sums[warp_lane] : 0.0f, 1, 32);
       }
       ss = k == 0 ? s : ieee_add(ss, s);
     }
@@ -213,7 +266,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           *reinterpret_cast<uint4*>(normed_row + offset[k][h]) = make_uint4(n[h * 4], n[h * 4 + 1], n[h * 4 + 2], n[h * 4 + 3]);
         }
       }
-      const int g = (t + k * kRmsNormMaxTeam) / L;
+      const int g = (t + k * team) / L;
       Task<T> task;
       task.src = nullptr;
       task.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row) * p.hidden + g * GS;
@@ -225,30 +278,68 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   SGLQ_PROBE_PHASE(4, 0.0f);
 }
 
-// Launches one variant; CHUNKS must be 2 exactly when H > 16384 (16 * kRmsNormMaxTeam).
+// Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): a cluster of 4 for long
+// rows (H >= 6144) in calls whose clusters fit in the SMs; else one block per row. Probe, H200, session 6
+// (benchmark/NOTES.md), µs without / with PDL: H=7168 M=1 2.58 / 2.17 -> 2.43 / 1.87 with 4 blocks
+// (5-8 no better), M=16 2.92 / 2.34 -> 2.75 / 2.02; no gain from M=64 on, nor at H=4096 (M=1: 2.33 /
+// 1.74 -> 2.54 / 1.81): the cluster barrier costs about what the smaller share of each SM saves.
+inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
+  return num_chunks >= 384 && num_rows * 4 <= num_sms ? 4 : 1;
+}
+
+// Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)
+// and for calls of at least 1024 long rows (H >= 6144): blocks of half the threads, so that more of
+// them share an SM and overlap one another's barrier. Probe, H200, session 6 (benchmark/NOTES.md), µs
+// one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384 217.6 / 207.4; but H=4096
+// M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x slower.
+inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
+  return num_chunks > kRmsNormMaxTeam || (num_chunks >= 384 && num_rows >= 1024) ? 2 : 1;
+}
+
+// Launches one variant: CHUNKS = 1 for H <= 16384 (16 * kRmsNormMaxTeam), CHUNKS = 2 for H >= 1024.
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
 cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
-  if ((CHUNKS == 2) != (num_chunks > kRmsNormMaxTeam)) return cudaErrorInvalidValue;
-  int team = kRmsNormMaxTeam;
-  if (CHUNKS == 1) {
-    team = 1;
+  if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
+    return cudaErrorInvalidValue;
+  }
+  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS>;
+  if ((opt.pdl || opt.clusters) && !kernel_has_sm90_code<kernel>(opt.device)) {  // no SM90 instructions in this code
+    LaunchOptions plain = opt;
+    plain.pdl = plain.clusters = false;
+    return launch_rmsnorm_quant<T, R, GS, SK, CHUNKS>(rp, plain);
+  }
+  const int64_t num_rows = rp.quant.num_rows();
+  int team = 1, cluster = 1;
+  if (CHUNKS == 2) {
+    while (team * 2 < num_chunks) team *= 2;  // half the chunk count padded to a power of two (>= 32)
+  } else {
     while (team < num_chunks && team < 32) team *= 2;
-    if (num_chunks > 32) team = (num_chunks + 31) / 32 * 32;
+    if (num_chunks > 32 && opt.clusters) {
+      cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
+      cluster = std::min(cluster, kRmsNormMaxCluster);
+    }
+    auto warps_per_block = [num_chunks](int c) { return (num_chunks + 32 * c - 1) / (32 * c); };
+    // every block holds chunks, and the row's warps fit the 32 slots of the warp-sum butterfly
+    while (cluster > 1 && ((cluster - 1) * warps_per_block(cluster) * 32 >= num_chunks ||
+                           cluster * warps_per_block(cluster) > 32)) {
+      --cluster;
+    }
+    if (num_chunks > 32) team = warps_per_block(cluster) * 32;
   }
   const int threads = team >= 32 ? team : kRmsNormSmallTeamBlock;
   const int rows_per_block = threads / team;
-  const int64_t num_rows = rp.quant.num_rows();
-  const int64_t blocks_needed = (num_rows + rows_per_block - 1) / rows_per_block;
-  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS>;
+  const int64_t blocks_needed = (num_rows + rows_per_block - 1) / rows_per_block * cluster;
   int64_t grid = 0;
   const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt, grid);
   if (err != cudaSuccess) return err;
+  grid = std::max<int64_t>(cluster, grid / cluster * cluster);  // whole clusters
   RmsNormKernelArgs args;
   args.p = rp;
   args.num_rows = static_cast<int32_t>(num_rows);
   args.team = team;
-  return launch_kernel(kernel, grid, threads, 0, opt, args);
+  args.cluster = cluster;
+  return launch_kernel(kernel, grid, threads, 0, opt, args, cluster);
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {1, 2 chunks}.

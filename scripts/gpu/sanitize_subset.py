@@ -1,8 +1,9 @@
 """A representative subset of kernel launches for compute-sanitizer (memcheck / racecheck):
 every group size, dtype, output type and scale layout, fused SiLU, masked (with clamped counts),
 strided input, DSV4, empty inputs; the fused RMSNorm op with small (several rows per warp), one-warp,
-many-warp and two-chunk teams, with and without residual and normed output. Exits non-zero if any
-result differs from the CPU op (on the paths where the two are exact)."""
+many-warp, cluster (distributed shared memory) and two-chunk teams, with and without residual and
+normed output. Exits non-zero if any result differs from the CPU op (on the paths where the two are
+exact)."""
 import sys
 
 import torch
@@ -62,6 +63,25 @@ def main():
                     failures += not ((ng is None or same(ng, nc)) and (rg is None or same(rg, rc)))
                     if ue8m0:
                         failures += not (same(qg, qc) and same(sg, sc))
+    from sgl_quant import _C
+    defaults = _C._launch_config()
+    try:  # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
+        for cluster in (3, 4, 8):
+            _C._set_launch_config(defaults[0], defaults[1], defaults[2], cluster)
+            for h in (2048, 16384):
+                x = make_input((5, h), torch.bfloat16, seed=h + cluster)
+                w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
+                r = make_input((5, h), torch.bfloat16, seed=2)
+                outs = []
+                for dev in ("cuda", "cpu"):
+                    res = r.clone().to(dev)
+                    out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), 128, residual=res,
+                                                                      scale_ue8m0=True, return_normed=True)
+                    outs.append((*out, res))
+                launches += 1
+                failures += not all(same(a, b) for a, b in zip(*outs))
+    finally:
+        _C._set_launch_config(*defaults)
     base = make_input((9, 6, 512), torch.float16, seed=3, device="cuda")
     sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
     sgl_quant.per_token_group_quant_fp8(base.view(54, 512)[:, 128:384], 64)

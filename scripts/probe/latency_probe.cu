@@ -1,6 +1,6 @@
 // Latency probe (issue 5; results in benchmark/NOTES.md): the real launcher and kernel without
-// torch, timed under CUDA-graph replay (20 launches per graph, median of 25 replays, like the
-// benchmark), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
+// torch, timed under CUDA-graph replay (graphs of ~10 ms, median of 25 replays, like the
+// benchmark: probe_util.cuh), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
 // dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384; two also row-major), and fused SiLU H=2048 with
 // packed UE8M0 scales, masked (the benchmark's counts; 256 x 128 with counts of its own) and dense
 // over the same valid rows. Modes:
@@ -12,6 +12,7 @@
 //   quick PDL only, every problem, three passes
 //   nopdl without PDL, every problem, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
+//   phases  (built with -DSGLQ_PROBE_PHASES) where block 0's time goes at M=1 without PDL
 //
 //   scripts/probe/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
 // or on the device machine, with logs, optional ncu and A/B builds: MODES="all grid" scripts/probe/probe_run.sh
@@ -190,6 +191,7 @@ int main(int argc, char** argv) {
                                 silu_problem(32, 256, c32, true), silu_problem(32, 256, c32, false),
                                 silu_problem(256, 128, c256, true), dense_problem(4096, 4096, false),
                                 dense_problem(16384, 7168, false)};
+  const Problem one_7168 = dense_problem(1, 7168);
   auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
       LaunchOptions o;
@@ -303,6 +305,26 @@ int main(int argc, char** argv) {
     }
     return failures ? 1 : 0;
   }
+#ifdef SGLQ_PROBE_PHASES
+  if (mode == "phases") {  // where block 0's time goes without PDL (M=1 H=4096, M=1 H=7168), single launches
+    for (const Problem* pr : std::vector<const Problem*>{&probs[0], &one_7168}) {
+      std::vector<std::vector<double>> d(3);
+      for (int i = 0; i < 50; ++i) {
+        ours(*pr, false)(0);
+        CK(cudaDeviceSynchronize());
+        unsigned long long t[8];
+        CK(cudaMemcpyFromSymbol(t, g_probe_phases, sizeof(t)));
+        for (int k = 0; k < 3; ++k) d[k].push_back(double(t[k + 1] - t[k]));
+      }
+      const char* names[3] = {"start -> task located", "-> input loaded", "-> quantized, stored"};
+      for (int k = 0; k < 3; ++k) {
+        std::sort(d[k].begin(), d[k].end());
+        std::printf("phase %-10s %-24s %8.0f ns (median of 50)\n", pr->name.c_str(), names[k], d[k][25]);
+      }
+    }
+    return 0;
+  }
+#endif
   if (mode == "quick" || mode == "nopdl") {  // PDL only (quick) or none (nopdl), every problem, three passes
     const bool pdl = mode == "quick";        // (the spread between passes is the noise)
     for (int pass = 0; pass < 3; ++pass) {

@@ -1,14 +1,19 @@
 // Probe of the fused RMSNorm -> quant kernel (csrc/cuda/rmsnorm_quant.cuh) without torch: the real
 // launcher and kernel (bf16 -> fp8, group 128, residual, column-major TMA fp32 scales), timed like the
-// benchmark (CUDA graph of 20 launches, median of 25 replays), for M = 1 ... 16384 at H = 7168 and 4096,
-// without and with PDL; with -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at
-// the kernel's phases, median of 50 launches). For an A/B, put SGLQ_EXP_* switches in the header (session 5's
-// were removed after their runs: benchmark/NOTES.md).
+// benchmark (CUDA-graph replay, median; probe_util.cuh), without and with PDL.
+//   rms            M = 1 ... 16384 at H = 7168 and 4096: as dispatched, with one and with two chunks per thread
+//   rms sweep      small M with every cluster size 1..8 (LaunchOptions::rmsnorm_cluster)
+//   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
+//                  equal those of one block per row, over H = 256 ... 16384 and M = 1, 5, 64 (exits 1 if not)
+// With -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at the kernel's phases,
+// median of 50 launches). For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs:
+// benchmark/NOTES.md).
 //   PROBE=scripts/probe/rmsnorm_probe.cu scripts/probe/build_probe.sh /tmp/rms [nvcc flags] && /tmp/rms
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cuda/rmsnorm_quant.cuh"
@@ -24,13 +29,15 @@ __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 val
   }
 }
 
-int main() {
-  const int kMaxM = 16384, kMaxH = 7168;
-  uint16_t *x, *r, *w;
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "table";
+  const int kMaxM = mode == "check" ? 64 : 16384, kMaxH = 16384;
+  uint16_t *x, *r, *r0, *w;
   uint8_t* q;
   float* s;
   CK(cudaMalloc(&x, size_t(kMaxM) * kMaxH * 2));
   CK(cudaMalloc(&r, size_t(kMaxM) * kMaxH * 2));
+  CK(cudaMalloc(&r0, size_t(64) * kMaxH * 2));
   CK(cudaMalloc(&w, kMaxH * 2));
   CK(cudaMalloc(&q, size_t(kMaxM) * kMaxH));
   CK(cudaMalloc(&s, size_t(kMaxM) * (kMaxH / 128) * 4));
@@ -52,19 +59,69 @@ int main() {
     p.weight = w; p.residual = r; p.output_normed = nullptr; p.norm_eps = 1e-6f;
     return p;
   };
-  auto launcher = [&](int m, int h, bool pdl) {
+  // chunks: 0 as the extension dispatches (rmsnorm_chunks_per_thread), else 1 or 2 chunks per thread
+  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
-      o.stream = st; o.num_sms = sms; o.pdl = pdl;
-      CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
+      o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster;
+      if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16) == 2 : chunks == 2) {
+        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
+      } else {
+        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
+      }
     };
   };
-  std::printf("%-22s %9s %9s %9s\n", "problem", "us", "us PDL", "roof us");
+  if (mode == "check") {
+    int bad = 0, runs = 0;
+    for (int h : {256, 640, 1024, 2048, 4096, 7168, 8192, 16384}) {
+      for (int m : {1, 5, 64}) {
+        std::vector<uint8_t> want_q, want_s, want_r;
+        for (int c = 1; c <= 9; ++c) {  // clusters of 1..8 blocks, then (9) two chunks per thread
+          fill_kernel<<<64, 256>>>(r, size_t(m) * h, 7);  // the residual is updated in place: the same start
+          CK(cudaMemset(q, 0xA5, size_t(m) * h));
+          CK(cudaMemset(s, 0xA5, size_t((m + 3) / 4 * 4) * (h / 128) * 4));
+          if (c == 9 && h < 1024) continue;
+          launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1)(0);
+          CK(cudaDeviceSynchronize());
+          std::vector<uint8_t> hq(size_t(m) * h), hs(size_t((m + 3) / 4 * 4) * (h / 128) * 4), hr(size_t(m) * h * 2);
+          CK(cudaMemcpy(hq.data(), q, hq.size(), cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(hs.data(), s, hs.size(), cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(hr.data(), r, hr.size(), cudaMemcpyDeviceToHost));
+          ++runs;
+          if (c == 1) {
+            want_q = hq, want_s = hs, want_r = hr;
+          } else if (hq != want_q || hs != want_s || hr != want_r) {
+            std::printf("DIFFERENT bytes: H=%d M=%d cluster=%d (9: two chunks) (codes %d scales %d residual %d)\n", h, m, c,
+                        int(hq != want_q), int(hs != want_s), int(hr != want_r));
+            ++bad;
+          }
+        }
+      }
+    }
+    std::printf("check: %d launches, %d differ from cluster 1\n", runs, bad);
+    return bad ? 1 : 0;
+  }
+  if (mode == "sweep") {
+    std::printf("%-22s %8s %9s %9s\n", "problem", "cluster", "us", "us PDL");
+    for (int h : {7168, 4096}) {
+      for (int m : {1, 16, 64, 128}) {
+        for (int c = 1; c <= 8; ++c) {
+          std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f\n", m, h, c, time_graph(launcher(m, h, false, c), 20),
+                      time_graph(launcher(m, h, true, c), 20));
+        }
+      }
+    }
+    return 0;
+  }
+  std::printf("%-22s %9s %9s %9s %9s %9s %9s\n", "problem", "us", "us PDL", "1ch us", "1ch PDL", "2ch us", "2ch PDL");
   for (int h : {7168, 4096}) {
     for (int m : {1, 64, 256, 1024, 4096, 16384}) {
       const double bytes = double(m) * h * 7 + double(m) * (h / 128) * 4;
-      std::printf("rms M=%-5d H=%-5d     %9.2f %9.2f %9.2f\n", m, h, time_graph(launcher(m, h, false), 20),
-                  time_graph(launcher(m, h, true), 20), bytes / 4.23e6);
+      std::printf("rms M=%-5d H=%-5d     %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  roof %.2f\n", m, h,
+                  time_graph(launcher(m, h, false), 20), time_graph(launcher(m, h, true), 20),
+                  time_graph(launcher(m, h, false, 0, 1), 20), time_graph(launcher(m, h, true, 0, 1), 20),
+                  time_graph(launcher(m, h, false, 0, 2), 20), time_graph(launcher(m, h, true, 0, 2), 20),
+                  bytes / 4.23e6);
     }
   }
 #ifdef SGLQ_PROBE_PHASES
