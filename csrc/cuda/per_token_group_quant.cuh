@@ -592,20 +592,24 @@ cudaError_t capped_grid(int64_t blocks_needed, int threads, size_t smem, const L
   return cudaSuccess;
 }
 
-// Whether the loaded code of `kernel` was compiled for SM90+ (its PTX version), cached per device: PDL
-// and clusters need the kernel's SM90 instructions, not only an SM90 device (a build for older archs
-// only runs there as JIT-compiled older PTX, where griddepcontrol and the cluster barriers are absent).
+// The launch options as `kernel` can use them: PDL and clusters need the kernel's SM90 instructions,
+// not only an SM90 device (a build for older archs only runs there as JIT-compiled older PTX, without
+// griddepcontrol and the cluster barriers), so they are dropped where its loaded code (PTX version,
+// cached per device) is older.
 template <auto kernel>
-bool kernel_has_sm90_code(int device) {
+LaunchOptions options_for(const LaunchOptions& requested) {
+  LaunchOptions o = requested;
+  if (!o.pdl && !o.clusters) return o;
   constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes (an idempotent race)
-  int known = device >= 0 && device < kMaxDevices ? cached[device] : 0;
+  static int cached[kMaxDevices] = {};  // 0 unknown, 1 older code, 2 SM90 code (an idempotent race)
+  int known = o.device >= 0 && o.device < kMaxDevices ? cached[o.device] : 0;
   if (known == 0) {
     cudaFuncAttributes attr = {};
     known = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.ptxVersion >= 90 ? 2 : 1;
-    if (device >= 0 && device < kMaxDevices) cached[device] = known;
+    if (o.device >= 0 && o.device < kMaxDevices) cached[o.device] = known;
   }
-  return known == 2;
+  if (known == 1) o.pdl = o.clusters = false;
+  return o;
 }
 
 // kernel<<<grid, threads, smem, opt.stream>>>(args), as a programmatic dependent launch when opt.pdl,
@@ -636,15 +640,11 @@ cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem,
 // Launches one kernel variant; MASKED must say whether p.masked_m is set. Returns the CUDA error of
 // the launch (cudaSuccess when fine).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
-cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& opt) {
+cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& requested) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
   constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
-  if (opt.pdl && !kernel_has_sm90_code<kernel>(opt.device)) {  // no griddepcontrol in this kernel's code
-    LaunchOptions plain = opt;
-    plain.pdl = false;
-    return launch_per_token_group_quant<T, R, GS, SK, SILU, MASKED>(p, plain);
-  }
+  const LaunchOptions opt = options_for<kernel>(requested);
   // Rows-first task order (KernelArgs) for dense column-major fp32 scales, in units of up to 32 rows,
   // so that a block of 256 threads writes whole 128-byte lines of scales (probe, H200: M=16384,
   // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp).

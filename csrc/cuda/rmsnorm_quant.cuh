@@ -298,17 +298,13 @@ inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
 
 // Launches one variant: CHUNKS = 1 for H <= 16384 (16 * kRmsNormMaxTeam), CHUNKS = 2 for H >= 1024.
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
-cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
+cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& requested) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
     return cudaErrorInvalidValue;
   }
   constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS>;
-  if ((opt.pdl || opt.clusters) && !kernel_has_sm90_code<kernel>(opt.device)) {  // no SM90 instructions in this code
-    LaunchOptions plain = opt;
-    plain.pdl = plain.clusters = false;
-    return launch_rmsnorm_quant<T, R, GS, SK, CHUNKS>(rp, plain);
-  }
+  const LaunchOptions opt = options_for<kernel>(requested);
   const int64_t num_rows = rp.quant.num_rows();
   int team = 1, cluster = 1;
   if (CHUNKS == 2) {
@@ -317,7 +313,6 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     while (team < num_chunks && team < 32) team *= 2;
     if (num_chunks > 32 && opt.clusters) {
       cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
-      cluster = std::min(cluster, kRmsNormMaxCluster);
     }
     auto warps_per_block = [num_chunks](int c) { return (num_chunks + 32 * c - 1) / (32 * c); };
     // every block holds chunks, and the row's warps fit the 32 slots of the warp-sum butterfly
