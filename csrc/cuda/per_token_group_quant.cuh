@@ -262,30 +262,51 @@ __device__ __forceinline__ Task<T> locate_task(const QuantParams& p, int outer, 
   return t;
 }
 
-// Dense layout: task -> (outer, row, g) by two magic-number divisions; the second is skipped
-// when the launcher has folded (outer, row) into one row index (num_outer == 1). Rows-first order
-// (see KernelArgs) pads the rows to whole units: tasks of padding rows come back with valid = false.
+// Dense layout: task -> (outer, row, g) by magic-number divisions, as straight-line code: without
+// PDL this index math is the whole latency before the first load, and every instruction and branch
+// on its path counts (probe, H200, M=1 H=4096 without PDL: 1.45 us with a branch per task order and
+// a clamp of padding tasks, 1.40 without; benchmark/NOTES.md session 7). Row order is rows-first
+// order with 2^0 rows per unit. Rows-first order (see KernelArgs) pads the rows to whole units:
+// tasks of padding rows, like tasks past the end, come back with valid = false and an address that
+// is never dereferenced (an invalid task reads and writes nothing).
+template <typename T, int GS, bool kSplitOuter>
+__device__ __forceinline__ Task<T> locate_dense_task_in(const KernelArgs& args, int task, bool& valid) {
+  const QuantParams& p = args.p;
+  const int k = args.rows_first_log2;
+  const int unit = task >> k;  // (block of 2^k rows, group)
+  const int row_block = args.groups_per_row.div(unit);
+  const int g = unit - row_block * p.groups_per_row;
+  const int row_index = (row_block << k) + (task & ((1 << k) - 1));
+  valid = valid && row_index < args.num_rows;
+  const int outer = kSplitOuter ? args.rows_per_outer.div(row_index) : 0;
+  const int row = row_index - outer * static_cast<int>(p.rows_per_outer);
+  Task<T> t;  // locate_task's addresses; the codes' row is row_index itself
+  t.src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride + g * GS;
+  t.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row_index) * p.hidden + g * GS;
+  t.s_row = outer * p.s_outer_stride + row * p.s_row_stride;
+  t.g = g;
+  return t;
+}
+
+// The second division (row index -> (outer, row)) only where the launcher could not fold the rows
+// into one index (num_outer > 1: strided batches, DSV4 with T > 1); one uniform branch.
 template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_dense_task(const KernelArgs& args, int task, bool& valid) {
-  const QuantParams& p = args.p;
-  int row_index, g;
-  if (args.rows_first_log2 == 0) {
-    row_index = args.groups_per_row.div(task);
-    g = task - row_index * p.groups_per_row;
-  } else {
-    const int k = args.rows_first_log2;
-    const int unit = task >> k;  // (block of 2^k rows, group)
-    const int row_block = args.groups_per_row.div(unit);
-    g = unit - row_block * p.groups_per_row;
-    row_index = (row_block << k) + (task & ((1 << k) - 1));
-    if (row_index >= args.num_rows) {
-      valid = false;
-      row_index = args.num_rows - 1;  // any address inside the tensors; an invalid task reads and writes nothing
-    }
-  }
-  if (p.num_outer == 1) return locate_task<T, GS>(p, 0, row_index, g);
-  const int outer = args.rows_per_outer.div(row_index);
-  return locate_task<T, GS>(p, outer, row_index - outer * static_cast<int>(p.rows_per_outer), g);
+  return args.p.num_outer == 1 ? locate_dense_task_in<T, GS, false>(args, task, valid)
+                               : locate_dense_task_in<T, GS, true>(args, task, valid);
+}
+
+// pdl_wait_for_producer, ordered after the computation of `t`. The wait has only a memory effect,
+// so ptxas moved it to the top of the kernel once the index math before it had no branches, and the
+// math then ran after the producer's end instead of overlapping it (probe, H200, PDL: M=64 H=7168
+// 1.08 -> 1.26 us). Predicated on t.src != 0 (always true: an input pointer plus an offset), the
+// wait depends on the address and stays after it.
+template <typename T>
+__device__ __forceinline__ void pdl_wait_for_producer_after(const Task<T>& t) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("{\n .reg .pred ready;\n setp.ne.u64 ready, %0, 0;\n @ready griddepcontrol.wait;\n}" ::"l"(t.src)
+               : "memory");
+#endif
 }
 
 // Masked layout: valid row `row_index` belongs to the largest expert e with prefix[e] <= row_index.
@@ -492,10 +513,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // the producer's tail instead of adding to the latency of small calls.
     SGLQ_PROBE_PHASE(0, 0.0f);
     const int num_tasks = args.num_tasks;
-    bool valid = first + sub < num_tasks;
-    Task<T> t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
+    // 32-bit: the first tasks end below num_tasks + groups_per_block < 2^32.
+    const uint32_t first_task = blockIdx.x * static_cast<uint32_t>(groups_per_block) + sub;
+    bool valid = first_task < static_cast<uint32_t>(num_tasks);
+    Task<T> t = locate_dense_task<T, GS>(args, static_cast<int>(first_task), valid);
     SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
-    pdl_wait_for_producer();  // the input may come from the previous kernel
+    pdl_wait_for_producer_after(t);  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
     const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
     SGLQ_PROBE_PHASE(2, __int_as_float(static_cast<int>(in.v[0].x)));
@@ -503,7 +526,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     SGLQ_PROBE_PHASE(3, 0.0f);
     for (first += grid_stride; first < num_tasks; first += grid_stride) {
       valid = first + sub < num_tasks;
-      t = locate_dense_task<T, GS>(args, valid ? static_cast<int>(first + sub) : num_tasks - 1, valid);
+      t = locate_dense_task<T, GS>(args, static_cast<int>(first + sub), valid);
       load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   } else if (p.num_outer <= kWarpScanMaxExperts) {

@@ -13,6 +13,8 @@
 //   nopdl without PDL, every problem, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //   phases  (built with -DSGLQ_PROBE_PHASES) where block 0's time goes at M=1 without PDL
+//   lean  issue 13: the kernel against two lean one-task kernels (least index math), M=1..256, both
+//         launch modes, three passes (and their phases when built with -DSGLQ_PROBE_PHASES)
 //
 //   scripts/probe/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
 // or on the device machine, with logs, optional ncu and A/B builds: MODES="all grid" scripts/probe/probe_run.sh
@@ -44,6 +46,48 @@ __global__ void round_trip_kernel(const uint4* in, uint4* out) {
   out[t] = make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
 }
 
+
+// Issue 13 experiment (mode "lean"): the dense kernel's one-task-per-sub-warp case with the least
+// index math before the first load: one 32-bit division, 32-bit offsets (LEAN32) or locate_task's
+// 64-bit ones, no rows-first order, no (outer, row) split, no grid-stride loop. Same quantize_task.
+template <int GS, bool LEAN32>
+__global__ void __launch_bounds__(kMaxBlockThreads, 4) lean_kernel(const KernelArgs args) {
+  using T = __nv_bfloat16;
+  constexpr int kThreadsPerGroup = GS / kElemsPerThread;
+  const QuantParams& p = args.p;
+  SGLQ_PROBE_PHASE(0, 0.0f);
+  const int sub = threadIdx.x / kThreadsPerGroup, lane = threadIdx.x % kThreadsPerGroup;
+  const int task = blockIdx.x * (blockDim.x / kThreadsPerGroup) + sub;
+  const bool valid = task < args.num_tasks;
+  const int row = args.groups_per_row.div(task);
+  const int g = task - row * p.groups_per_row;
+  Task<T> t;
+  if constexpr (LEAN32) {
+    t.src = static_cast<const T*>(p.input) + (row * static_cast<int>(p.in_row_stride) + g * GS);
+    t.dst = static_cast<uint8_t*>(p.output_q) + (row * p.hidden + g * GS);
+    t.s_row = row * static_cast<int>(p.s_row_stride);
+    t.g = g;
+  } else {
+    t = locate_task<T, GS>(p, 0, row, g);
+  }
+  SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
+  pdl_wait_for_producer();
+  pdl_allow_dependents();
+  const TaskInput<false> in = load_task_input<T, GS, false>(p, t, lane, valid);
+  SGLQ_PROBE_PHASE(2, __int_as_float(static_cast<int>(in.v[0].x)));
+  quantize_task<T, Fp8Range, GS, ScaleKind::kFloat, false>(p, t, lane, valid, in);
+  SGLQ_PROBE_PHASE(3, 0.0f);
+}
+
+template <bool LEAN32>
+void launch_lean(const QuantParams& p, const LaunchOptions& o) {
+  KernelArgs args;
+  args.p = p;
+  args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+  args.num_tasks = static_cast<int32_t>(p.num_groups());
+  const int threads = 128, per_block = threads / 8;
+  launch_kernel(lean_kernel<128, LEAN32>, (args.num_tasks + per_block - 1) / per_block, threads, 0, o, args);
+}
 
 // Records the SM of each block; spins so that the blocks of one wave are resident together.
 __global__ void smid_kernel(int* ids, long long spin_cycles) {
@@ -304,6 +348,46 @@ int main(int argc, char** argv) {
       std::printf("redo %s: counts changed under a PDL launch -> %s\n", pr.name.c_str(), same ? "same bytes" : "DIFFERENT bytes");
     }
     return failures ? 1 : 0;
+  }
+  if (mode == "lean") {  // issue 13: the base kernel against lean first-task kernels, without and with PDL, 3 passes
+    std::vector<Problem> lean_probs = {dense_problem(1, 4096), dense_problem(8, 4096), dense_problem(1, 7168),
+                                       dense_problem(8, 7168), dense_problem(64, 7168), dense_problem(256, 7168)};
+    auto with = [num_sms](const Problem& pr, bool pdl, void (*launch)(const QuantParams&, const LaunchOptions&)) {
+      return [&pr, pdl, num_sms, launch](cudaStream_t st) {
+        LaunchOptions o;
+        o.stream = st;
+        o.num_sms = num_sms;
+        o.pdl = pdl;
+        launch(pr.p, o);
+      };
+    };
+    for (int pass = 0; pass < 3; ++pass) {
+      for (const Problem& pr : lean_probs) {
+        for (bool pdl : {false, true}) {
+          std::printf("pass %d %-12s %-6s base %7.3f lean64 %7.3f lean32 %7.3f\n", pass, pr.name.c_str(), pdl ? "PDL" : "noPDL",
+                      time_graph(ours(pr, pdl), 20), time_graph(with(pr, pdl, launch_lean<false>), 20),
+                      time_graph(with(pr, pdl, launch_lean<true>), 20));
+        }
+      }
+    }
+#ifdef SGLQ_PROBE_PHASES
+    for (int variant = 0; variant < 3; ++variant) {
+      const Problem& pr = lean_probs[0];
+      std::vector<std::vector<double>> d(3);
+      for (int i = 0; i < 50; ++i) {
+        if (variant == 0) ours(pr, false)(0); else with(pr, false, variant == 1 ? launch_lean<false> : launch_lean<true>)(0);
+        CK(cudaDeviceSynchronize());
+        unsigned long long t[8];
+        CK(cudaMemcpyFromSymbol(t, g_probe_phases, sizeof(t)));
+        for (int k = 0; k < 3; ++k) d[k].push_back(double(t[k + 1] - t[k]));
+      }
+      for (int k = 0; k < 3; ++k) {
+        std::sort(d[k].begin(), d[k].end());
+        std::printf("phase %s phase %d: %8.0f ns (median of 50)\n", variant == 0 ? "base" : variant == 1 ? "lean64" : "lean32", k, d[k][25]);
+      }
+    }
+#endif
+    return 0;
   }
 #ifdef SGLQ_PROBE_PHASES
   if (mode == "phases") {  // where block 0's time goes without PDL (M=1 H=4096, M=1 H=7168), single launches
