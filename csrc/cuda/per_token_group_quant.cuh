@@ -270,7 +270,7 @@ __device__ __forceinline__ Task<T> locate_task(const QuantParams& p, int outer, 
 // tasks of padding rows, like tasks past the end, come back with valid = false and an address that
 // is never dereferenced (an invalid task reads and writes nothing).
 template <typename T, int GS, bool kSplitOuter>
-__device__ __forceinline__ Task<T> locate_dense_task_in(const KernelArgs& args, int task, bool& valid) {
+__device__ __forceinline__ Task<T> locate_dense_task_split(const KernelArgs& args, int task, bool& valid) {
   const QuantParams& p = args.p;
   const int k = args.rows_first_log2;
   const int unit = task >> k;  // (block of 2^k rows, group)
@@ -292,8 +292,8 @@ __device__ __forceinline__ Task<T> locate_dense_task_in(const KernelArgs& args, 
 // into one index (num_outer > 1: strided batches, DSV4 with T > 1); one uniform branch.
 template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_dense_task(const KernelArgs& args, int task, bool& valid) {
-  return args.p.num_outer == 1 ? locate_dense_task_in<T, GS, false>(args, task, valid)
-                               : locate_dense_task_in<T, GS, true>(args, task, valid);
+  return args.p.num_outer == 1 ? locate_dense_task_split<T, GS, false>(args, task, valid)
+                               : locate_dense_task_split<T, GS, true>(args, task, valid);
 }
 
 // pdl_wait_for_producer, ordered after the computation of `t`. The wait has only a memory effect,

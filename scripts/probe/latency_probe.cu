@@ -15,6 +15,8 @@
 //   phases  (built with -DSGLQ_PROBE_PHASES) where block 0's time goes at M=1 without PDL
 //   lean  issue 13: the kernel against two lean one-task kernels (least index math), M=1..256, both
 //         launch modes, three passes (and their phases when built with -DSGLQ_PROBE_PHASES)
+//   lean8 issue 13: lean kernels with the reference's 16 threads x 8 elements per group, with plain
+//         instead of read-only loads, with 64 instead of 144 bytes of parameters
 //
 //   scripts/probe/build_probe.sh /tmp/latency_probe && /tmp/latency_probe [mode]
 // or on the device machine, with logs, optional ncu and A/B builds: MODES="all grid" scripts/probe/probe_run.sh
@@ -87,6 +89,119 @@ void launch_lean(const QuantParams& p, const LaunchOptions& o) {
   args.num_tasks = static_cast<int32_t>(p.num_groups());
   const int threads = 128, per_block = threads / 8;
   launch_kernel(lean_kernel<128, LEAN32>, (args.num_tasks + per_block - 1) / per_block, threads, 0, o, args);
+}
+
+// Issue 13 experiment (mode "lean8"): the reference's granularity, 16 threads per group of 128 with 8
+// elements (one 16-byte load, one 8-byte store) each, instead of 8 threads with 16; the lean prologue.
+// bf16 -> fp8, fp32 scales (any strides), num_outer == 1, one task per 16 threads, row order.
+// PLAIN: ld.global instead of the read-only path (ld.global.nc). Args: KernelArgs (144 bytes), or
+// Lean8Args (the 64 bytes it needs).
+struct Lean8Args {
+  const __nv_bfloat16* input;
+  uint8_t* output_q;
+  float* output_s;
+  FastDivmod groups_per_row;
+  int32_t num_tasks, groups, in_row_stride, hidden, s_row_stride, s_group_stride;
+  float eps;
+};
+
+Lean8Args lean8_args(const QuantParams& p) {
+  Lean8Args a;
+  a.input = static_cast<const __nv_bfloat16*>(p.input);
+  a.output_q = static_cast<uint8_t*>(p.output_q);
+  a.output_s = static_cast<float*>(p.output_s);
+  a.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+  a.num_tasks = static_cast<int32_t>(p.num_groups());
+  a.groups = p.groups_per_row;
+  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
+  a.hidden = p.hidden;
+  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
+  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
+  a.eps = p.eps;
+  return a;
+}
+
+template <bool PLAIN>
+__device__ __forceinline__ void lean8_task(const Lean8Args& a) {
+  constexpr int GS = 128, kThreadsPerGroup = 16;
+  const int sub = threadIdx.x / kThreadsPerGroup, lane = threadIdx.x % kThreadsPerGroup;
+  const int task = blockIdx.x * (blockDim.x / kThreadsPerGroup) + sub;
+  const bool valid = task < a.num_tasks;
+  const int row = a.groups_per_row.div(task);
+  const int g = task - row * a.groups;
+  const __nv_bfloat16* src = a.input + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
+  pdl_wait_for_producer();
+  pdl_allow_dependents();
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (valid) {
+    if constexpr (PLAIN) {
+      asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
+    } else {
+      v = load_input_vec(src);
+    }
+  }
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t m2 = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) m2 = __vmaxu2(m2, w[j] & 0x7fff7fffu);
+  uint32_t amax_bits = max(m2 & 0xffffu, m2 >> 16) << 16;
+#pragma unroll
+  for (int o = 8; o > 0; o /= 2) amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, o));
+  if (!valid) return;
+  const bool finite = amax_bits < kNonFiniteBits;
+  const float amax = fmaxf(__uint_as_float(amax_bits), a.eps);
+  const float s = amax * Fp8Range::kInvMax, y = Fp8Range::kMax / amax;
+  uint32_t out[2] = {0x7f7f7f7fu, 0x7f7f7f7fu};
+  if (finite) {
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {
+      float2 x0 = Pack2<__nv_bfloat16>::to_float2(w[j]), x1 = Pack2<__nv_bfloat16>::to_float2(w[j + 1]);
+      x0.x *= y, x0.y *= y, x1.x *= y, x1.y *= y;
+      out[j / 2] = static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(x0, __NV_SATFINITE, __NV_E4M3)) |
+                   (static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(x1, __NV_SATFINITE, __NV_E4M3)) << 16);
+    }
+  }
+  uint8_t* dst = a.output_q + static_cast<int64_t>(row) * a.hidden + g * GS + lane * 8;
+  *reinterpret_cast<uint2*>(dst) = make_uint2(out[0], out[1]);
+  if (lane == 0) a.output_s[row * a.s_row_stride + g * a.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
+}
+
+// The same task with the parameters of the real kernel (KernelArgs) or the small ones.
+template <bool PLAIN>
+__global__ void __launch_bounds__(kMaxBlockThreads, 4) lean8_kernel(const KernelArgs args) {
+  const QuantParams& p = args.p;
+  Lean8Args a;
+  a.input = static_cast<const __nv_bfloat16*>(p.input);
+  a.output_q = static_cast<uint8_t*>(p.output_q);
+  a.output_s = static_cast<float*>(p.output_s);
+  a.groups_per_row = args.groups_per_row;
+  a.num_tasks = args.num_tasks;
+  a.groups = p.groups_per_row;
+  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
+  a.hidden = p.hidden;
+  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
+  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
+  a.eps = p.eps;
+  lean8_task<PLAIN>(a);
+}
+template <bool PLAIN>
+__global__ void __launch_bounds__(kMaxBlockThreads, 4) lean8_small_kernel(const Lean8Args a) {
+  lean8_task<PLAIN>(a);
+}
+
+template <int THREADS, bool PLAIN = false, bool SMALL = false>
+void launch_lean8(const QuantParams& p, const LaunchOptions& o) {
+  const int per_block = THREADS / 16;
+  const int grid = static_cast<int>((p.num_groups() + per_block - 1) / per_block);
+  if constexpr (SMALL) {
+    launch_kernel(lean8_small_kernel<PLAIN>, grid, THREADS, 0, o, lean8_args(p));
+  } else {
+    KernelArgs args;
+    args.p = p;
+    args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+    args.num_tasks = static_cast<int32_t>(p.num_groups());
+    launch_kernel(lean8_kernel<PLAIN>, grid, THREADS, 0, o, args);
+  }
 }
 
 // Records the SM of each block; spins so that the blocks of one wave are resident together.
@@ -387,6 +502,39 @@ int main(int argc, char** argv) {
       }
     }
 #endif
+    return 0;
+  }
+  if (mode == "lean8") {  // issue 13: 16 threads x 8 elements per group against 8 x 16, 3 passes, both launch modes
+    std::vector<Problem> lean_probs = {dense_problem(1, 4096), dense_problem(8, 4096), dense_problem(1, 7168),
+                                       dense_problem(8, 7168), dense_problem(64, 7168, false)};
+    auto with = [num_sms](const Problem& pr, bool pdl, void (*launch)(const QuantParams&, const LaunchOptions&)) {
+      return [&pr, pdl, num_sms, launch](cudaStream_t st) {
+        LaunchOptions o;
+        o.stream = st;
+        o.num_sms = num_sms;
+        o.pdl = pdl;
+        launch(pr.p, o);
+      };
+    };
+    for (const Problem& pr : lean_probs) {  // same bytes as the kernel?
+      const auto a = outputs_of(pr, [&] { ours(pr, false)(nullptr); });
+      const auto b = outputs_of(pr, [&] { with(pr, false, launch_lean8<256>)(nullptr); });
+      const auto c = outputs_of(pr, [&] { with(pr, false, launch_lean8<128, true, true>)(nullptr); });
+      std::printf("lean8 %s: %s\n", pr.name.c_str(), a == b && a == c ? "same bytes" : "DIFFERENT bytes");
+    }
+    for (int pass = 0; pass < 3; ++pass) {
+      for (const Problem& pr : lean_probs) {
+        for (bool pdl : {false, true}) {
+          std::printf("pass %d %-12s %-6s base %7.3f lean64 %7.3f lean8x128 %7.3f lean8x256 %7.3f plain %7.3f "
+                      "small %7.3f small+plain %7.3f\n", pass, pr.name.c_str(), pdl ? "PDL" : "noPDL",
+                      time_graph(ours(pr, pdl), 20), time_graph(with(pr, pdl, launch_lean<false>), 20),
+                      time_graph(with(pr, pdl, launch_lean8<128>), 20), time_graph(with(pr, pdl, launch_lean8<256>), 20),
+                      time_graph(with(pr, pdl, launch_lean8<128, true>), 20),
+                      time_graph(with(pr, pdl, launch_lean8<128, false, true>), 20),
+                      time_graph(with(pr, pdl, launch_lean8<128, true, true>), 20));
+        }
+      }
+    }
     return 0;
   }
 #ifdef SGLQ_PROBE_PHASES

@@ -4,7 +4,9 @@
 //   rms            M = 1 ... 16384 at H = 7168 and 4096: as dispatched, with one and with two chunks per thread
 //   rms sweep      small M with every cluster size 1..8 (LaunchOptions::rmsnorm_cluster)
 //   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
-//                  equal those of one block per row, over H = 256 ... 16384 and M = 1, 5, 64 (exits 1 if not)
+//                  (under a grid of one wave, so that blocks loop over rows) equal those of one block per
+//                  row, over H = 256 ... 16384 and M = 1, 5, 64, 1024 (exits 1 if not)
+//   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 // With -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at the kernel's phases,
 // median of 50 launches). For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs:
 // benchmark/NOTES.md).
@@ -31,7 +33,7 @@ __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 val
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "table";
-  const int kMaxM = mode == "check" ? 64 : 16384, kMaxH = 16384;
+  const int kMaxM = mode == "check" ? 1024 : 16384, kMaxH = 16384;
   uint16_t *x, *r, *r0, *w;
   uint8_t* q;
   float* s;
@@ -60,10 +62,10 @@ int main(int argc, char** argv) {
     return p;
   };
   // chunks: 0 as the extension dispatches (rmsnorm_chunks_per_thread), else 1 or 2 chunks per thread
-  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0) {
+  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 16) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
-      o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster;
+      o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
       if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16) == 2 : chunks == 2) {
         CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
       } else {
@@ -74,14 +76,14 @@ int main(int argc, char** argv) {
   if (mode == "check") {
     int bad = 0, runs = 0;
     for (int h : {256, 640, 1024, 2048, 4096, 7168, 8192, 16384}) {
-      for (int m : {1, 5, 64}) {
+      for (int m : {1, 5, 64, 1024}) {
         std::vector<uint8_t> want_q, want_s, want_r;
         for (int c = 1; c <= 9; ++c) {  // clusters of 1..8 blocks, then (9) two chunks per thread
           fill_kernel<<<64, 256>>>(r, size_t(m) * h, 7);  // the residual is updated in place: the same start
           CK(cudaMemset(q, 0xA5, size_t(m) * h));
           CK(cudaMemset(s, 0xA5, size_t((m + 3) / 4 * 4) * (h / 128) * 4));
           if (c == 9 && h < 1024) continue;
-          launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1)(0);
+          launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, c == 9 ? 1 : 16)(0);  // two chunks: 1 wave (loops)
           CK(cudaDeviceSynchronize());
           std::vector<uint8_t> hq(size_t(m) * h), hs(size_t((m + 3) / 4 * 4) * (h / 128) * 4), hr(size_t(m) * h * 2);
           CK(cudaMemcpy(hq.data(), q, hq.size(), cudaMemcpyDeviceToHost));
@@ -100,6 +102,18 @@ int main(int argc, char** argv) {
     }
     std::printf("check: %d launches, %d differ from cluster 1\n", runs, bad);
     return bad ? 1 : 0;
+  }
+  if (mode == "waves") {  // two chunks per thread under grids of 16 ... 1 waves of resident blocks
+    std::printf("%-22s %6s %9s %9s\n", "problem", "waves", "us", "us PDL");
+    for (int h : {7168, 16384}) {
+      for (int m : {1024, 4096, 16384}) {
+        for (int wv : {16, 4, 2, 1}) {
+          std::printf("rms M=%-5d H=%-5d     %6d %9.3f %9.3f\n", m, h, wv, time_graph(launcher(m, h, false, 1, 2, wv), 20),
+                      time_graph(launcher(m, h, true, 1, 2, wv), 20));
+        }
+      }
+    }
+    return 0;
   }
   if (mode == "sweep") {
     std::printf("%-22s %8s %9s %9s\n", "problem", "cluster", "us", "us PDL");
