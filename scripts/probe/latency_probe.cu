@@ -105,13 +105,14 @@ struct Lean8Args {
   float eps;
 };
 
-Lean8Args lean8_args(const QuantParams& p) {
+// From the problem and the divisor (built on the host: FastDivmod's constructor is host code).
+__host__ __device__ inline Lean8Args lean8_args(const QuantParams& p, FastDivmod groups_per_row, int32_t num_tasks) {
   Lean8Args a;
   a.input = static_cast<const __nv_bfloat16*>(p.input);
   a.output_q = static_cast<uint8_t*>(p.output_q);
   a.output_s = static_cast<float*>(p.output_s);
-  a.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
-  a.num_tasks = static_cast<int32_t>(p.num_groups());
+  a.groups_per_row = groups_per_row;
+  a.num_tasks = num_tasks;
   a.groups = p.groups_per_row;
   a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
   a.hidden = p.hidden;
@@ -169,20 +170,7 @@ __device__ __forceinline__ void lean8_task(const Lean8Args& a) {
 // The same task with the parameters of the real kernel (KernelArgs) or the small ones.
 template <bool PLAIN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) lean8_kernel(const KernelArgs args) {
-  const QuantParams& p = args.p;
-  Lean8Args a;
-  a.input = static_cast<const __nv_bfloat16*>(p.input);
-  a.output_q = static_cast<uint8_t*>(p.output_q);
-  a.output_s = static_cast<float*>(p.output_s);
-  a.groups_per_row = args.groups_per_row;
-  a.num_tasks = args.num_tasks;
-  a.groups = p.groups_per_row;
-  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
-  a.hidden = p.hidden;
-  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
-  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
-  a.eps = p.eps;
-  lean8_task<PLAIN>(a);
+  lean8_task<PLAIN>(lean8_args(args.p, args.groups_per_row, args.num_tasks));
 }
 template <bool PLAIN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) lean8_small_kernel(const Lean8Args a) {
@@ -194,7 +182,8 @@ void launch_lean8(const QuantParams& p, const LaunchOptions& o) {
   const int per_block = THREADS / 16;
   const int grid = static_cast<int>((p.num_groups() + per_block - 1) / per_block);
   if constexpr (SMALL) {
-    launch_kernel(lean8_small_kernel<PLAIN>, grid, THREADS, 0, o, lean8_args(p));
+    launch_kernel(lean8_small_kernel<PLAIN>, grid, THREADS, 0, o,
+                  lean8_args(p, FastDivmod(static_cast<uint32_t>(p.groups_per_row)), static_cast<int32_t>(p.num_groups())));
   } else {
     KernelArgs args;
     args.p = p;
@@ -362,6 +351,16 @@ int main(int argc, char** argv) {
       pr.launch(pr.p, o);
     };
   };
+  // A problem launched by another launcher (the lean experiment kernels), default shape.
+  auto with = [num_sms](const Problem& pr, bool pdl, void (*launch)(const QuantParams&, const LaunchOptions&)) {
+    return [&pr, pdl, num_sms, launch](cudaStream_t st) {
+      LaunchOptions o;
+      o.stream = st;
+      o.num_sms = num_sms;
+      o.pdl = pdl;
+      launch(pr.p, o);
+    };
+  };
   if (mode == "ncu") {  // a few plain launches of the problems named by index, for Nsight Compute
     for (int a = 2; a < argc; ++a) {
       const Problem& pr = probs[std::atoi(argv[a])];
@@ -467,15 +466,6 @@ int main(int argc, char** argv) {
   if (mode == "lean") {  // issue 13: the base kernel against lean first-task kernels, without and with PDL, 3 passes
     std::vector<Problem> lean_probs = {dense_problem(1, 4096), dense_problem(8, 4096), dense_problem(1, 7168),
                                        dense_problem(8, 7168), dense_problem(64, 7168), dense_problem(256, 7168)};
-    auto with = [num_sms](const Problem& pr, bool pdl, void (*launch)(const QuantParams&, const LaunchOptions&)) {
-      return [&pr, pdl, num_sms, launch](cudaStream_t st) {
-        LaunchOptions o;
-        o.stream = st;
-        o.num_sms = num_sms;
-        o.pdl = pdl;
-        launch(pr.p, o);
-      };
-    };
     for (int pass = 0; pass < 3; ++pass) {
       for (const Problem& pr : lean_probs) {
         for (bool pdl : {false, true}) {
@@ -507,15 +497,6 @@ int main(int argc, char** argv) {
   if (mode == "lean8") {  // issue 13: 16 threads x 8 elements per group against 8 x 16, 3 passes, both launch modes
     std::vector<Problem> lean_probs = {dense_problem(1, 4096), dense_problem(8, 4096), dense_problem(1, 7168),
                                        dense_problem(8, 7168), dense_problem(64, 7168, false)};
-    auto with = [num_sms](const Problem& pr, bool pdl, void (*launch)(const QuantParams&, const LaunchOptions&)) {
-      return [&pr, pdl, num_sms, launch](cudaStream_t st) {
-        LaunchOptions o;
-        o.stream = st;
-        o.num_sms = num_sms;
-        o.pdl = pdl;
-        launch(pr.p, o);
-      };
-    };
     for (const Problem& pr : lean_probs) {  // same bytes as the kernel?
       const auto a = outputs_of(pr, [&] { ours(pr, false)(nullptr); });
       const auto b = outputs_of(pr, [&] { with(pr, false, launch_lean8<256>)(nullptr); });
