@@ -202,7 +202,9 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
     blocks sharing a row (1 = none, 2..8; 0 = automatic) and PDL."""
     from sgl_quant import _C
-    x, w, r = make_case(300, 7168, torch.bfloat16, 21, device="cuda")
+    # 1024 rows of 7168: under one wave, clusters of 4 (8) take ~4 (~8) rows each in turn, so both
+    # warp-sum buffers and several phases of their transaction barriers are used
+    x, w, r = make_case(1024, 7168, torch.bfloat16, 21, device="cuda")
     xs, ws, rs = make_case(300, 256, torch.float16, 22, device="cuda")  # small teams: 8 rows per warp
     # H=2048: one warp per block in clusters of 4; H=16384: 4 warps per block in clusters of 8 (a cluster
     # size whose blocks would not all hold chunks, or exceed 32 warps, becomes the largest that fits)
@@ -220,7 +222,7 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
         _C._set_launch_config(defaults[0], defaults[1], defaults[2], 1)
         want = run_all()
         for waves, pdl, cluster in ((1, False, 1), (1, True, 0), (3, None, 2), (64, False, 4), (16, True, 3),
-                                    (16, False, 7), (2, True, 8)):
+                                    (16, False, 7), (2, True, 8), (1, False, 4), (1, True, 8), (1, None, 2)):
             _C._set_launch_config(defaults[0], waves, defaults[2], cluster)
             for g, wnt in zip(run_all(pdl), want):
                 for a, b in zip(g, wnt):

@@ -27,8 +27,9 @@
 // whole block of ceil(chunks / 32) warps, one row at a time, or, for calls of few long rows, a cluster
 // of C blocks (thread-block cluster, SM90+) of ceil(chunks / C / 32) warps each on C SMs: block rank b
 // holds chunks [b * team, (b + 1) * team). Every warp then writes its sum into every block's shared
-// memory (distributed shared memory), so each block combines the same warp sums in the same butterfly
-// as one block would: the bytes are the same for every C (auto_rmsnorm_cluster says when it pays).
+// memory (distributed shared memory, st.async on a transaction barrier), so each block combines the same
+// warp sums in the same butterfly as one block would: the bytes are the same for every C
+// (auto_rmsnorm_cluster says when it pays).
 // Threads past the last chunk hold zeros.
 #pragma once
 
@@ -85,17 +86,8 @@ __device__ __forceinline__ int cluster_rank() {
 #endif
   return static_cast<int>(r);
 }
-// Stores v at the address of `local` (this block's shared memory) in the shared memory of block `rank`.
-__device__ __forceinline__ void store_to_cluster_block(float* local, int rank, float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
-#endif
-}
-// Every thread of the cluster: the first without ordering (this block has started), the second
-// makes the stores to shared memory before it visible to every block of the cluster after it.
+// The cluster's start: every thread arrives without ordering once its block has started (the mbarrier
+// inits before it are released by fence_mbar_init), and waits before its first remote store.
 __device__ __forceinline__ void cluster_arrive_relaxed() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -106,9 +98,44 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void cluster_sync() {
+
+// The warp sums of a clustered row travel on transaction barriers: every warp writes its sum into every
+// block's shared memory with st.async, which counts its 4 bytes on that block's mbarrier, and a block
+// waits on its own mbarrier only: no cluster-wide barrier per row, and nothing waits for the global
+// stores issued before (a release would). Probe, H200, session 8 (benchmark/NOTES.md): M=1 H=7168 in
+// clusters of 4, µs without / with PDL, 2.40 / 1.93 with barrier.cluster per row -> 2.18 / 1.70.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_mbar_init() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait_parity(uint64_t* bar, uint32_t phase) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n\t.reg .pred P;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P, [%1], %2;\n\tselp.u32 %0, 1, 0, P;\n\t}"
+                 : "=r"(done) : "r"(a), "r"(phase) : "memory");
+  } while (!done);
+#endif
+}
+// Stores v at the address of `local` in block `rank`'s shared memory and counts 4 bytes on that block's `bar`.
+__device__ __forceinline__ void st_async_to_cluster_block(float* local, uint64_t* bar, int rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t raddr, rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(raddr) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(local))), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(raddr), "r"(__float_as_uint(v)), "r"(rbar) : "memory");
 #endif
 }
 
@@ -147,11 +174,18 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
   // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
-  // alternate rows reuse neither early (a block passes the next row's barrier only after every block has
-  // read this row's sums).
+  // alternate rows reuse neither early: a warp sends its sum for row i + 2 into buffer i % 2 only after
+  // its block has received every warp's sum for row i + 1, which each warp sends after reading row i's.
   __shared__ float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];
+  __shared__ alignas(8) uint64_t sums_bar[2];  // clusters: warp_sums[i]'s transaction barrier
+  uint32_t bar_phases = 0;                      // bit i: the phase of sums_bar[i] to wait for
 
   SGLQ_PROBE_PHASE(0, 0.0f);
+  if (cluster > 1 && threadIdx.x == 0) {
+    mbar_init(&sums_bar[0], 1);
+    mbar_init(&sums_bar[1], 1);
+    fence_mbar_init();
+  }
   if (cluster > 1) cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
@@ -237,8 +271,11 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         } else {
           if (!cluster_started) cluster_wait();  // every block of the cluster runs: its shared memory exists
           cluster_started = true;
-          if (warp_lane < cluster) store_to_cluster_block(&sums[slot], warp_lane, s);  // lane b: block b's copy
-          cluster_sync();
+          // one arrival (this block's, with the row's byte count) and the row's warp sums complete the phase
+          if (threadIdx.x == 0) mbar_arrive_expect_tx(&sums_bar[parity], row_warps * 4);
+          if (warp_lane < cluster) st_async_to_cluster_block(&sums[slot], &sums_bar[parity], warp_lane, s);  // lane b: block b's copy
+          mbar_wait_parity(&sums_bar[parity], (bar_phases >> parity) & 1);
+          bar_phases ^= 1u << parity;
         }
         s = butterfly_sum(warp_lane < row_warps ? sums[warp_lane] : 0.0f, 1, 32);
       }
@@ -278,13 +315,15 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   SGLQ_PROBE_PHASE(4, 0.0f);
 }
 
-// Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): a cluster of 4 for long
-// rows (H >= 6144) in calls whose clusters fit in the SMs; else one block per row. Probe, H200, session 6
-// (benchmark/NOTES.md), µs without / with PDL: H=7168 M=1 2.58 / 2.17 -> 2.43 / 1.87 with 4 blocks
-// (5-8 no better), M=16 2.92 / 2.34 -> 2.75 / 2.02; no gain from M=64 on, nor at H=4096 (M=1: 2.33 /
-// 1.74 -> 2.54 / 1.81): the cluster barrier costs about what the smaller share of each SM saves.
+// Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): for long rows (H >= 6144),
+// a cluster of 4 where the calls' clusters fit in the SMs, else of 2 where those fit; else one block per
+// row. Probe, H200, session 8 (benchmark/NOTES.md, mbarrier exchange), µs without / with PDL, H=7168:
+// M=1 2.67 / 2.22 -> 2.18 / 1.70 with 4 blocks (5-8 no better), M=16 2.96 / 2.37 -> 2.49 / 1.84, M=64
+// 3.28 / 2.65 -> 3.14 / 2.46 with 2 (4 alike), M=128 3.59 / 2.93 (2: 3.62 / 2.99); H=4096 gains nothing
+// (M=1 2.30 / 1.69 -> 2.32 / 1.66 with 4).
 inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
-  return num_chunks >= 384 && num_rows * 4 <= num_sms ? 4 : 1;
+  if (num_chunks < 384) return 1;
+  return num_rows * 4 <= num_sms ? 4 : num_rows * 2 <= num_sms ? 2 : 1;
 }
 
 // Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)

@@ -8,6 +8,7 @@
 #   STEPS="wheel tests sanitizer redo bench" WHEEL=wheelhouse/sgl_quant-*.whl scripts/gpu/gpu_check.sh
 #   STEPS="build bench" scripts/gpu/gpu_check.sh
 #   STEPS="build tests bench" TEST_FILES="test_golden" BENCH_ARGS="--quick" scripts/gpu/gpu_check.sh
+#   STEPS="wheel tests bench" BENCHES=rms ...   # only the fused op's benchmark
 #   STEPS="build ncu" NCU_CASE=masked scripts/gpu/gpu_check.sh
 # Step "wheel" instead of "build": `pip install --no-deps` of the given wheel (e.g. the one `make wheel`
 # made on a machine without a GPU, with another Python and torch: the stable ABI's promise) into a
@@ -24,6 +25,7 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 
 STEPS=${STEPS:-"build tests sanitizer redo bench"}  # "ncu" adds an Nsight Compute profile (scripts/gpu/profile_case.py)
 NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: dense or masked
 BENCH_ARGS=${BENCH_ARGS:-}
+# BENCHES: which benchmarks step "bench" runs: v2 (bench_per_token_group_quant.py), rms (bench_rmsnorm_quant.py)
 TEST_FILES=${TEST_FILES:-"test_errors test_golden test_gpu test_rmsnorm test_torch_integration test_dsv4 test_compat test_cpu_ops"}
 summary=()
 t_start=$(date +%s)
@@ -94,8 +96,10 @@ if [[ " $STEPS " == *" ncu "* ]]; then
 fi
 
 if [[ " $STEPS " == *" bench "* ]]; then
-  step bench 420 "$OUT/bench.log" $PY benchmark/bench_per_token_group_quant.py --out "$OUT" $BENCH_ARGS
-  step bench-rms 420 "$OUT/bench_rmsnorm.log" $PY benchmark/bench_rmsnorm_quant.py --out "$OUT" \
+  [[ " ${BENCHES:-v2 rms} " == *" v2 "* ]] &&
+    step bench 420 "$OUT/bench.log" $PY benchmark/bench_per_token_group_quant.py --out "$OUT" $BENCH_ARGS
+  [[ " ${BENCHES:-v2 rms} " == *" rms "* ]] &&
+    step bench-rms 420 "$OUT/bench_rmsnorm.log" $PY benchmark/bench_rmsnorm_quant.py --out "$OUT" \
     $(printf '%s\n' $BENCH_ARGS | grep -E '^--(quick|no-baselines)$')
 fi
 

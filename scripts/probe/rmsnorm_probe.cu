@@ -2,11 +2,15 @@
 // launcher and kernel (bf16 -> fp8, group 128, residual, column-major TMA fp32 scales), timed like the
 // benchmark (CUDA-graph replay, median; probe_util.cuh), without and with PDL.
 //   rms            M = 1 ... 16384 at H = 7168 and 4096: as dispatched, with one and with two chunks per thread
+//   rms normed     H = 7168 as dispatched, without and with output_normed
 //   rms sweep      small M with every cluster size 1..8 (LaunchOptions::rmsnorm_cluster)
 //   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
-//                  (under a grid of one wave, so that blocks loop over rows) equal those of one block per
-//                  row, over H = 256 ... 16384 and M = 1, 5, 64, 1024 (exits 1 if not)
+//                  equal those of one block per row, over H = 256 ... 16384 and M = 1, 5, 64, 1024 (exits 1
+//                  if not), under grids of one wave, so that at M=1024 blocks and clusters loop over rows
+//                  (both warp-sum buffers, several phases of their transaction barriers)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
+//   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, one file
+//                  per shape (compare two builds with cmp)
 // With -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at the kernel's phases,
 // median of 50 launches). For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs:
 // benchmark/NOTES.md).
@@ -34,13 +38,15 @@ __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 val
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "table";
   const int kMaxM = mode == "check" ? 1024 : 16384, kMaxH = 16384;
-  uint16_t *x, *r, *r0, *w;
+  uint16_t *x, *r, *r0, *w, *nrm;
+  bool with_normed = false;  // output_normed written (mode "normed")
   uint8_t* q;
   float* s;
   CK(cudaMalloc(&x, size_t(kMaxM) * kMaxH * 2));
   CK(cudaMalloc(&r, size_t(kMaxM) * kMaxH * 2));
   CK(cudaMalloc(&r0, size_t(64) * kMaxH * 2));
   CK(cudaMalloc(&w, kMaxH * 2));
+  CK(cudaMalloc(&nrm, size_t(kMaxM) * kMaxH * 2));
   CK(cudaMalloc(&q, size_t(kMaxM) * kMaxH));
   CK(cudaMalloc(&s, size_t(kMaxM) * (kMaxH / 128) * 4));
   fill_kernel<<<1024, 256>>>(x, size_t(kMaxM) * kMaxH, 1);
@@ -58,7 +64,7 @@ int main(int argc, char** argv) {
     qp.s_row_stride = 1; qp.s_group_stride = m4;  // column-major, TMA-aligned
     qp.hidden = h; qp.groups_per_row = h / 128; qp.group_size = 128; qp.eps = 1e-10f;
     qp.scale_kind = ScaleKind::kFloat;
-    p.weight = w; p.residual = r; p.output_normed = nullptr; p.norm_eps = 1e-6f;
+    p.weight = w; p.residual = r; p.output_normed = with_normed ? nrm : nullptr; p.norm_eps = 1e-6f;
     return p;
   };
   // chunks: 0 as the extension dispatches (rmsnorm_chunks_per_thread), else 1 or 2 chunks per thread
@@ -83,7 +89,7 @@ int main(int argc, char** argv) {
           CK(cudaMemset(q, 0xA5, size_t(m) * h));
           CK(cudaMemset(s, 0xA5, size_t((m + 3) / 4 * 4) * (h / 128) * 4));
           if (c == 9 && h < 1024) continue;
-          launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, c == 9 ? 1 : 16)(0);  // two chunks: 1 wave (loops)
+          launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, 1)(0);  // one wave: at M=1024 blocks and clusters loop
           CK(cudaDeviceSynchronize());
           std::vector<uint8_t> hq(size_t(m) * h), hs(size_t((m + 3) / 4 * 4) * (h / 128) * 4), hr(size_t(m) * h * 2);
           CK(cudaMemcpy(hq.data(), q, hq.size(), cudaMemcpyDeviceToHost));
@@ -102,6 +108,27 @@ int main(int argc, char** argv) {
     }
     std::printf("check: %d launches, %d differ from cluster 1\n", runs, bad);
     return bad ? 1 : 0;
+  }
+  if (mode == "dump") {  // codes, scales and residual of a few shapes as dispatched, into argv[2], for cmp across builds
+    const std::string dir = argc > 2 ? argv[2] : ".";
+    for (int h : {256, 1024, 4096, 7168, 16384}) {
+      for (int m : {1, 5, 64, 1024}) {
+        fill_kernel<<<64, 256>>>(r, size_t(m) * h, 7);
+        CK(cudaMemset(q, 0xA5, size_t(m) * h));
+        CK(cudaMemset(s, 0xA5, size_t((m + 3) / 4 * 4) * (h / 128) * 4));
+        launcher(m, h, false)(0);
+        CK(cudaDeviceSynchronize());
+        std::vector<uint8_t> out(size_t(m) * h * 3 + size_t((m + 3) / 4 * 4) * (h / 128) * 4);
+        CK(cudaMemcpy(out.data(), q, size_t(m) * h, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(out.data() + size_t(m) * h, r, size_t(m) * h * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(out.data() + size_t(m) * h * 3, s, out.size() - size_t(m) * h * 3, cudaMemcpyDeviceToHost));
+        const std::string path = dir + "/rms_h" + std::to_string(h) + "_m" + std::to_string(m) + ".bin";
+        FILE* f = std::fopen(path.c_str(), "wb");
+        if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size()) return 1;
+        std::fclose(f);
+      }
+    }
+    return 0;
   }
   if (mode == "waves") {  // two chunks per thread under grids of 16 ... 1 waves of resident blocks
     std::printf("%-22s %6s %9s %9s\n", "problem", "waves", "us", "us PDL");
@@ -123,6 +150,17 @@ int main(int argc, char** argv) {
           std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f\n", m, h, c, time_graph(launcher(m, h, false, c), 20),
                       time_graph(launcher(m, h, true, c), 20));
         }
+      }
+    }
+    return 0;
+  }
+  if (mode == "normed") {  // H = 7168 as dispatched, without and with output_normed
+    std::printf("%-22s %7s %9s %9s\n", "problem", "normed", "us", "us PDL");
+    for (int nm : {0, 1}) {
+      with_normed = nm == 1;
+      for (int m : {1, 64, 256, 1024, 4096, 16384}) {
+        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", m, 7168, nm, time_graph(launcher(m, 7168, false), 20),
+                    time_graph(launcher(m, 7168, true), 20));
       }
     }
     return 0;
