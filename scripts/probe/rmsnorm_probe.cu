@@ -9,6 +9,7 @@
 //                  if not), under grids of one wave, so that at M=1024 blocks and clusters loop over rows
 //                  (both warp-sum buffers, several phases of their transaction barriers)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
+//   rms once M H   one launch as dispatched (for ncu)
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, one file
 //                  per shape (compare two builds with cmp)
 // With -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at the kernel's phases,
@@ -152,6 +153,12 @@ int main(int argc, char** argv) {
         }
       }
     }
+    return 0;
+  }
+  if (mode == "once") {  // one launch of M (argv[2]) x H (argv[3]) as dispatched, no PDL: for ncu
+    const int m = argc > 2 ? std::atoi(argv[2]) : 4096, h = argc > 3 ? std::atoi(argv[3]) : 7168;
+    launcher(m, h, false)(0);
+    CK(cudaDeviceSynchronize());
     return 0;
   }
   if (mode == "normed") {  // H = 7168 as dispatched, without and with output_normed
