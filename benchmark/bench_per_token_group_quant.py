@@ -280,8 +280,6 @@ def copy_bandwidth_tbs(nbytes=2 << 30):
     return statistics.median(samples)
 
 
-
-
 def bench_gpu(quick, baselines, runs=1):
     torch._dynamo.config.cache_size_limit = 256  # one compiled baseline per shape
     dev = torch.cuda.get_device_name()

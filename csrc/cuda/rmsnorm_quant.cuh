@@ -99,14 +99,15 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
+__device__ __forceinline__ uint32_t shared_addr(const void* p) {  // the shared-window address of p
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // The warp sums of a clustered row travel on transaction barriers: every warp writes its sum into every
 // block's shared memory with st.async, which counts its 4 bytes on that block's mbarrier, and a block
 // waits on its own mbarrier only: no cluster-wide barrier per row, and nothing waits for the global
 // stores issued before (a release would). Probe, H200, session 8 (benchmark/NOTES.md): M=1 H=7168 in
 // clusters of 4, µs without / with PDL, 2.40 / 1.93 with barrier.cluster per row -> 2.18 / 1.70.
-__device__ __forceinline__ uint32_t shared_addr(const void* p) {  // the shared-window address of p
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(count) : "memory");

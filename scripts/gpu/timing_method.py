@@ -28,14 +28,14 @@ def main():
     fns = []
     for c in dense + [dsv4]:
         for pdl in (False, True):
-            fns.append((f"{c['name']} {'PDL' if pdl else 'noPDL'}", bench.build(c, "cuda", pdl), 1))
-    fns.append((chain["name"] + " (per chain)", bench.build(chain, "cuda", None), 1))
+            fns.append((f"{c['name']} {'PDL' if pdl else 'noPDL'}", bench.build(c, "cuda", pdl)))
+    fns.append((chain["name"] + " (per chain)", bench.build(chain, "cuda", None)))
     for m in (1, 64, 256):
         c = dict(m=m, h=7168, dtype=torch.bfloat16, normed=False)
         for pdl in (False, True):
-            fns.append((f"rmsnorm-M{m}-H7168 {'PDL' if pdl else 'noPDL'}", bench_rms.build(c, pdl), 1))
+            fns.append((f"rmsnorm-M{m}-H7168 {'PDL' if pdl else 'noPDL'}", bench_rms.build(c, pdl)))
     print(f"{'case':<42}{'20/graph':>10}{'~10ms graph':>13}{'do_bench_cg':>13}")
-    for name, fn, _ in fns:
+    for name, fn in fns:
         old = bench.time_graph_us(fn, calls_per_graph=20)
         new = bench.time_graph_us(fn)
         tri = do_bench_cudagraph(fn, rep=20, return_mode="median") * 1e3 if do_bench_cudagraph else float("nan")

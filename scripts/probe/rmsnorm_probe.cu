@@ -80,28 +80,39 @@ int main(int argc, char** argv) {
       }
     };
   };
+  // Runs `launch` on the same residual every time (it is updated in place) and on poisoned codes and
+  // scales; returns what it wrote.
+  struct Outputs {
+    std::vector<uint8_t> codes, residual, scales;
+  };
+  auto run_and_read = [&](int m, int h, const std::function<void(cudaStream_t)>& launch) {
+    const size_t nq = size_t(m) * h, ns = size_t((m + 3) / 4 * 4) * (h / 128) * 4;
+    fill_kernel<<<64, 256>>>(r, nq, 7);
+    CK(cudaMemset(q, 0xA5, nq));
+    CK(cudaMemset(s, 0xA5, ns));
+    launch(0);
+    CK(cudaDeviceSynchronize());
+    Outputs o{std::vector<uint8_t>(nq), std::vector<uint8_t>(nq * 2), std::vector<uint8_t>(ns)};
+    CK(cudaMemcpy(o.codes.data(), q, nq, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(o.residual.data(), r, nq * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(o.scales.data(), s, ns, cudaMemcpyDeviceToHost));
+    return o;
+  };
   if (mode == "check") {
     int bad = 0, runs = 0;
     for (int h : {256, 640, 1024, 2048, 4096, 7168, 8192, 16384}) {
       for (int m : {1, 5, 64, 1024}) {
-        std::vector<uint8_t> want_q, want_s, want_r;
+        Outputs want;
         for (int c = 1; c <= 9; ++c) {  // clusters of 1..8 blocks, then (9) two chunks per thread
-          fill_kernel<<<64, 256>>>(r, size_t(m) * h, 7);  // the residual is updated in place: the same start
-          CK(cudaMemset(q, 0xA5, size_t(m) * h));
-          CK(cudaMemset(s, 0xA5, size_t((m + 3) / 4 * 4) * (h / 128) * 4));
           if (c == 9 && h < 1024) continue;
-          launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, 1)(0);  // one wave: at M=1024 blocks and clusters loop
-          CK(cudaDeviceSynchronize());
-          std::vector<uint8_t> hq(size_t(m) * h), hs(size_t((m + 3) / 4 * 4) * (h / 128) * 4), hr(size_t(m) * h * 2);
-          CK(cudaMemcpy(hq.data(), q, hq.size(), cudaMemcpyDeviceToHost));
-          CK(cudaMemcpy(hs.data(), s, hs.size(), cudaMemcpyDeviceToHost));
-          CK(cudaMemcpy(hr.data(), r, hr.size(), cudaMemcpyDeviceToHost));
+          // one wave: at M=1024 blocks and clusters loop
+          const Outputs got = run_and_read(m, h, launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, 1));
           ++runs;
           if (c == 1) {
-            want_q = hq, want_s = hs, want_r = hr;
-          } else if (hq != want_q || hs != want_s || hr != want_r) {
+            want = got;
+          } else if (got.codes != want.codes || got.scales != want.scales || got.residual != want.residual) {
             std::printf("DIFFERENT bytes: H=%d M=%d cluster=%d (9: two chunks) (codes %d scales %d residual %d)\n", h, m, c,
-                        int(hq != want_q), int(hs != want_s), int(hr != want_r));
+                        int(got.codes != want.codes), int(got.scales != want.scales), int(got.residual != want.residual));
             ++bad;
           }
         }
@@ -110,23 +121,18 @@ int main(int argc, char** argv) {
     std::printf("check: %d launches, %d differ from cluster 1\n", runs, bad);
     return bad ? 1 : 0;
   }
-  if (mode == "dump") {  // codes, scales and residual of a few shapes as dispatched, into argv[2], for cmp across builds
+  if (mode == "dump") {  // codes, residual and scales of a few shapes as dispatched, into argv[2], for cmp across builds
     const std::string dir = argc > 2 ? argv[2] : ".";
     for (int h : {256, 1024, 4096, 7168, 16384}) {
       for (int m : {1, 5, 64, 1024}) {
-        fill_kernel<<<64, 256>>>(r, size_t(m) * h, 7);
-        CK(cudaMemset(q, 0xA5, size_t(m) * h));
-        CK(cudaMemset(s, 0xA5, size_t((m + 3) / 4 * 4) * (h / 128) * 4));
-        launcher(m, h, false)(0);
-        CK(cudaDeviceSynchronize());
-        std::vector<uint8_t> out(size_t(m) * h * 3 + size_t((m + 3) / 4 * 4) * (h / 128) * 4);
-        CK(cudaMemcpy(out.data(), q, size_t(m) * h, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(out.data() + size_t(m) * h, r, size_t(m) * h * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(out.data() + size_t(m) * h * 3, s, out.size() - size_t(m) * h * 3, cudaMemcpyDeviceToHost));
+        const Outputs o = run_and_read(m, h, launcher(m, h, false));
         const std::string path = dir + "/rms_h" + std::to_string(h) + "_m" + std::to_string(m) + ".bin";
         FILE* f = std::fopen(path.c_str(), "wb");
-        if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size()) return 1;
+        if (f == nullptr) return 1;
+        bool ok = true;
+        for (const auto* v : {&o.codes, &o.residual, &o.scales}) ok = ok && std::fwrite(v->data(), 1, v->size(), f) == v->size();
         std::fclose(f);
+        if (!ok) return 1;
       }
     }
     return 0;
