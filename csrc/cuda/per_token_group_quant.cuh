@@ -167,8 +167,18 @@ __device__ unsigned long long g_probe_phases[8];
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"(dep) : "memory");        \
     g_probe_phases[i] = t_;                                                             \
   }
+// ... and thread 0 of every block its start (i = 0) and end (i = 1), for the spread of block starts.
+constexpr int kProbeMaxBlocks = 16384;
+__device__ unsigned long long g_probe_blocks[2 * kProbeMaxBlocks];
+#define SGLQ_PROBE_BLOCK(i)                                                             \
+  if (threadIdx.x == 0 && blockIdx.x < kProbeMaxBlocks) {                               \
+    unsigned long long t_;                                                              \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)::"memory");                    \
+    g_probe_blocks[2 * blockIdx.x + (i)] = t_;                                          \
+  }
 #else
 #define SGLQ_PROBE_PHASE(i, dep)
+#define SGLQ_PROBE_BLOCK(i)
 #endif
 
 // Codes for 16 values (8 packed words) with quantization multiplier y, saturated to [MIN, MAX].

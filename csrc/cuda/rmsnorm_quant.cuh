@@ -75,6 +75,12 @@ struct RmsNormKernelArgs {
   RmsNormQuantParams p;
   int32_t num_rows;
   int32_t team;     // threads of a block per row: a power of two <= 32, or blockDim.x (a multiple of 32)
+  // The kernel's prologue divides nothing at run time (no integer division sits before the first load).
+  // Probe, H200, session 9 (benchmark/NOTES.md), µs without / with PDL, H=7168: M=1 2.17 / 1.69 -> 2.03 /
+  // 1.58, M=256 4.31 / 3.79 -> 4.09 / 3.66, M=4096 57.9 / 57.3 -> 56.2 / 55.2.
+  int32_t team_log2;       // log2(team) below 32, else 10: threadIdx.x (< 1024) % and / by it are the
+                           // thread's index in its team and its row in the block
+  int32_t rows_per_block;  // blockDim.x / team
   int32_t cluster;  // blocks per row, a thread-block cluster (1: none); > 1 only with one chunk per thread
 };
 
@@ -85,6 +91,17 @@ __device__ __forceinline__ int cluster_rank() {
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
 #endif
   return static_cast<int>(r);
+}
+// This block's cluster and the grid's cluster count (1-D grids of 1-D clusters): blockIdx.x / cluster and
+// gridDim.x / cluster, read from special registers instead of divided.
+__device__ __forceinline__ void cluster_index_and_count(int& index, int& count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t i, n;
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(i));
+  asm("mov.u32 %0, %%nclusterid.x;" : "=r"(n));
+  index = static_cast<int>(i);
+  count = static_cast<int>(n);
+#endif
 }
 // The cluster's start: every thread arrives without ordering once its block has started (the mbarrier
 // inits before it are released by fence_mbar_init), and waits before its first remote store.
@@ -171,9 +188,10 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   if (cluster > 1) __trap();  // no cluster instructions in this code (the launcher never asks for them here)
 #endif
   const int rank = cluster > 1 ? cluster_rank() : 0;   // this block's share of the row (cluster rank)
-  const int t = rank * team + threadIdx.x % team;       // this thread's chunk in its row
+  const int team_log2 = args.team_log2;
+  const int t = rank * team + (threadIdx.x & ((1 << team_log2) - 1));  // this thread's chunk in its row
   const int lane = t % L;            // its index in its group's sub-warp (teams are multiples of L)
-  const int rows_per_block = blockDim.x / team;
+  const int rows_per_block = args.rows_per_block;
   const int num_chunks = p.hidden / kElemsPerThread;
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
@@ -184,6 +202,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   __shared__ alignas(8) uint64_t sums_bar[2];  // clusters: warp_sums[i]'s transaction barrier
   uint32_t bar_phases = 0;                      // bit i: the phase of sums_bar[i] to wait for
 
+  SGLQ_PROBE_BLOCK(0);
   SGLQ_PROBE_PHASE(0, 0.0f);
   if (cluster > 1 && threadIdx.x == 0) {
     mbar_init(&sums_bar[0], 1);
@@ -196,9 +215,10 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   int parity = 0;
   bool cluster_started = false;
   // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
-  const int row_group = blockIdx.x / cluster, row_groups = gridDim.x / cluster;
+  int row_group = blockIdx.x, row_groups = gridDim.x;  // clusters: blockIdx.x / cluster, gridDim.x / cluster
+  if (cluster > 1) cluster_index_and_count(row_group, row_groups);
   for (int first = row_group * rows_per_block; first < args.num_rows; first += row_groups * rows_per_block) {
-    const int row = first + static_cast<int>(threadIdx.x) / team;
+    const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
     const T* x_row = static_cast<const T*>(p.input) + static_cast<int64_t>(row) * p.in_row_stride;
     T* res_row = rp.residual ? static_cast<T*>(rp.residual) + static_cast<int64_t>(row) * p.hidden : nullptr;
@@ -317,6 +337,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     }
   }
   SGLQ_PROBE_PHASE(4, 0.0f);
+  SGLQ_PROBE_BLOCK(1);
 }
 
 // Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): for long rows (H >= 6144),
@@ -376,6 +397,12 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   args.p = rp;
   args.num_rows = static_cast<int32_t>(num_rows);
   args.team = team;
+  args.team_log2 = 10;
+  if (team < 32) {
+    args.team_log2 = 0;
+    while ((1 << args.team_log2) < team) ++args.team_log2;
+  }
+  args.rows_per_block = rows_per_block;
   args.cluster = cluster;
   return launch_kernel(kernel, grid, threads, 0, opt, args, cluster);
 }

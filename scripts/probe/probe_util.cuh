@@ -16,13 +16,16 @@
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); std::exit(1); } } while (0)
 
+// true: capture and instantiate as torch.cuda.graph does (global capture mode, auto-free on launch)
+bool g_torch_like_capture = false;
+
 double time_graph_once(const std::function<void(cudaStream_t)>& fn, cudaStream_t s, int calls, int replays) {
   cudaGraph_t g;
   cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CK(cudaStreamBeginCapture(s, g_torch_like_capture ? cudaStreamCaptureModeGlobal : cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls; ++i) fn(s);
   CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphInstantiate(&ge, g, g_torch_like_capture ? cudaGraphInstantiateFlagAutoFreeOnLaunch : 0));
   const int warmup = std::max(2, 200 * 20 / calls);
   for (int i = 0; i < warmup; ++i) CK(cudaGraphLaunch(ge, s));  // clocks up
   CK(cudaStreamSynchronize(s));

@@ -3,18 +3,20 @@
 // benchmark (CUDA-graph replay, median; probe_util.cuh), without and with PDL.
 //   rms            M = 1 ... 16384 at H = 7168 and 4096: as dispatched, with one and with two chunks per thread
 //   rms normed     H = 7168 as dispatched, without and with output_normed
-//   rms sweep      small M with every cluster size 1..8 (LaunchOptions::rmsnorm_cluster)
+//   rms sweep      M = 1, 64, 256 in clusters of 1, 2, 4, 8 blocks (LaunchOptions::rmsnorm_cluster)
 //   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
 //                  equal those of one block per row, over H = 256 ... 16384 and M = 1, 5, 64, 1024 (exits 1
 //                  if not), under grids of one wave, so that at M=1024 blocks and clusters loop over rows
 //                  (both warp-sum buffers, several phases of their transaction barriers)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
+//   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
 //   rms once M H   one launch as dispatched (for ncu)
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, one file
 //                  per shape (compare two builds with cmp)
-// With -DSGLQ_PROBE_PHASES, where one block's time goes at M = 1 (%globaltimer at the kernel's phases,
-// median of 50 launches). For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs:
-// benchmark/NOTES.md).
+// With -DSGLQ_PROBE_PHASES (mode "phases": only these), where block 0's time goes at M = 1, 64, 256
+// (%globaltimer at the kernel's phases, median of 50 launches), and when every block starts and ends.
+// For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs: benchmark/NOTES.md), or
+// build the committed header against the working tree's (it first on the include path: -I <copy> -I csrc).
 //   PROBE=scripts/probe/rmsnorm_probe.cu scripts/probe/build_probe.sh /tmp/rms [nvcc flags] && /tmp/rms
 #include <algorithm>
 #include <cstdio>
@@ -27,6 +29,14 @@
 #include "probe_util.cuh"
 
 using namespace sgl_quant;
+
+#ifdef SGLQ_PROBE_PHASES
+void* g_probe_blocks_addr() {
+  void* a = nullptr;
+  CK(cudaGetSymbolAddress(&a, g_probe_blocks));
+  return a;
+}
+#endif
 
 __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values of about +-4
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -152,11 +162,26 @@ int main(int argc, char** argv) {
   if (mode == "sweep") {
     std::printf("%-22s %8s %9s %9s\n", "problem", "cluster", "us", "us PDL");
     for (int h : {7168, 4096}) {
-      for (int m : {1, 16, 64, 128}) {
-        for (int c = 1; c <= 8; ++c) {
+      for (int m : {1, 64, 256}) {
+        for (int c : {1, 2, 4, 8}) {
           std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f\n", m, h, c, time_graph(launcher(m, h, false, c), 20),
                       time_graph(launcher(m, h, true, c), 20));
         }
+      }
+    }
+    return 0;
+  }
+  if (mode == "capture") {  // M=1, 64 H=7168 in clusters of 1 and 4, graphs captured as here and as torch does
+    std::printf("%-22s %8s %9s %9s %12s %12s\n", "problem", "cluster", "us", "us PDL", "torch-like", "t-like PDL");
+    for (int m : {1, 64}) {
+      for (int c : {1, 4}) {
+        double t[4];
+        for (int k = 0; k < 4; ++k) {
+          g_torch_like_capture = k >= 2;
+          t[k] = time_graph(launcher(m, 7168, k % 2 == 1, c), 20);
+        }
+        g_torch_like_capture = false;
+        std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f %12.3f %12.3f\n", m, 7168, c, t[0], t[1], t[2], t[3]);
       }
     }
     return 0;
@@ -180,6 +205,7 @@ int main(int argc, char** argv) {
   }
   std::printf("%-22s %9s %9s %9s %9s %9s %9s\n", "problem", "us", "us PDL", "1ch us", "1ch PDL", "2ch us", "2ch PDL");
   for (int h : {7168, 4096}) {
+    if (mode == "phases") break;  // only the phases below (SGLQ_PROBE_PHASES builds)
     for (int m : {1, 64, 256, 1024, 4096, 16384}) {
       const double bytes = double(m) * h * 7 + double(m) * (h / 128) * 4;
       std::printf("rms M=%-5d H=%-5d     %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  roof %.2f\n", m, h,
@@ -190,18 +216,51 @@ int main(int argc, char** argv) {
     }
   }
 #ifdef SGLQ_PROBE_PHASES
-  std::vector<std::vector<double>> d(4);
-  for (int i = 0; i < 50; ++i) {
-    launcher(1, 7168, false)(0);
-    CK(cudaDeviceSynchronize());
-    unsigned long long t[8];
-    CK(cudaMemcpyFromSymbol(t, g_probe_phases, sizeof(t)));
-    for (int k = 0; k < 4; ++k) d[k].push_back(double(t[k + 1] - t[k]));
+  for (int m : {1, 64, 256}) {  // block 0's phases (isolated launches, no PDL)
+    std::vector<std::vector<double>> d(4);
+    for (int i = 0; i < 50; ++i) {
+      launcher(m, 7168, false)(0);
+      CK(cudaDeviceSynchronize());
+      unsigned long long t[8];
+      CK(cudaMemcpyFromSymbol(t, g_probe_phases, sizeof(t)));
+      for (int k = 0; k < 4; ++k) d[k].push_back(double(t[k + 1] - t[k]));
+    }
+    const char* names[4] = {"start -> loads used", "-> ss known", "-> inv known", "-> quantized, stored"};
+    for (int k = 0; k < 4; ++k) {
+      std::sort(d[k].begin(), d[k].end());
+      std::printf("phase M=%d H=7168 %-22s %8.0f ns (median of 50)\n", m, names[k], d[k][25]);
+    }
   }
-  const char* names[4] = {"start -> loads used", "-> ss known", "-> inv known", "-> quantized, stored"};
-  for (int k = 0; k < 4; ++k) {
-    std::sort(d[k].begin(), d[k].end());
-    std::printf("phase M=1 H=7168 %-22s %8.0f ns (median of 50)\n", names[k], d[k][25]);
+  // Every block's start and end (thread 0, %globaltimer), isolated launches as dispatched, no PDL:
+  // how late the last block starts, how long a block runs, when the last one ends (medians of 21).
+  std::printf("%-22s %7s %12s %12s %12s %12s\n", "blocks", "grid", "last start", "block (med)", "block (max)", "last end");
+  for (int h : {7168, 4096}) {
+    for (int m : {1, 64, 256, 1024, 4096}) {
+      std::vector<double> n, last_start, dur_med, dur_max, last_end;
+      std::vector<unsigned long long> t(2 * kProbeMaxBlocks);
+      for (int i = 0; i < 21; ++i) {
+        CK(cudaMemset(g_probe_blocks_addr(), 0, t.size() * 8));
+        launcher(m, h, false)(0);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpyFromSymbol(t.data(), g_probe_blocks, t.size() * 8));
+        unsigned long long t0 = ~0ull;
+        std::vector<double> dur;
+        int nb = 0;
+        for (int b = 0; b < kProbeMaxBlocks && t[2 * b] != 0; ++b, ++nb) t0 = std::min(t0, t[2 * b]);
+        double ls = 0, le = 0;
+        for (int b = 0; b < nb; ++b) {
+          ls = std::max(ls, double(t[2 * b] - t0));
+          le = std::max(le, double(t[2 * b + 1] - t0));
+          dur.push_back(double(t[2 * b + 1] - t[2 * b]));
+        }
+        std::sort(dur.begin(), dur.end());
+        n.push_back(nb), last_start.push_back(ls), dur_med.push_back(dur[dur.size() / 2]);
+        dur_max.push_back(dur.back()), last_end.push_back(le);
+      }
+      auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+      std::printf("blocks M=%-5d H=%-5d %7.0f %9.0f ns %9.0f ns %9.0f ns %9.0f ns\n", m, h, med(n), med(last_start),
+                  med(dur_med), med(dur_max), med(last_end));
+    }
   }
 #endif
   return 0;
