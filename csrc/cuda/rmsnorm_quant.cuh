@@ -397,11 +397,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   args.p = rp;
   args.num_rows = static_cast<int32_t>(num_rows);
   args.team = team;
-  args.team_log2 = 10;
-  if (team < 32) {
-    args.team_log2 = 0;
-    while ((1 << args.team_log2) < team) ++args.team_log2;
-  }
+  args.team_log2 = team < 32 ? log2_of_power_of_two(team) : 10;
   args.rows_per_block = rows_per_block;
   args.cluster = cluster;
   return launch_kernel(kernel, grid, threads, 0, opt, args, cluster);
