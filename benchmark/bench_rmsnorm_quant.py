@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 import sgl_quant
-from bench_per_token_group_quant import copy_bandwidth_tbs, empty_kernel_us, time_graph_us
+from bench_per_token_group_quant import copy_bandwidth_tbs, empty_kernel_us, settle_graph_state, time_graph_us
 from sgl_quant.testing import make_input
 
 FP8 = torch.float8_e4m3fn
@@ -90,6 +90,7 @@ def build_pair(c):
 def bench(quick, baselines):
     torch._dynamo.config.cache_size_limit = 256
     dev = torch.cuda.get_device_name()
+    settle_graph_state()
     bw = copy_bandwidth_tbs()
     empty = empty_kernel_us()
     print(f"device: {dev}; copy bandwidth {bw:.3f} TB/s; empty kernel {empty if empty is None else round(empty, 2)} µs",
