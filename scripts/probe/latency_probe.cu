@@ -3,7 +3,8 @@
 // benchmark: probe_util.cuh), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
 // dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384; two also row-major), and fused SiLU H=2048 with
 // packed UE8M0 scales, masked (the benchmark's counts; 256 x 128 with counts of its own) and dense
-// over the same valid rows. Modes:
+// over the same valid rows; then the rest of issue 13's cases (M=8, M=1 H=7168, packed UE8M0 M=64..4096).
+// Modes:
 //   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
 //   grid  PDL only, the problems under a few (threads x waves) shapes
 //   smid  where the block scheduler puts the blocks of one wave (it spreads them evenly)
@@ -266,10 +267,11 @@ void launch_variant(const QuantParams& p, const LaunchOptions& o) {
   }
 }
 
-// bf16 [M, H] -> fp8, g128, column-major TMA-aligned fp32 scales
-Problem dense_problem(int M, int H, bool col = true) {
+// bf16 [M, H] -> fp8, g128, column-major TMA-aligned fp32 scales (row-major with col = false; packed
+// UE8M0 column-major words with packed = true)
+Problem dense_problem(int M, int H, bool col = true, bool packed = false) {
   Problem r;
-  r.name = "M" + std::to_string(M) + " H" + std::to_string(H) + (col ? "" : " row");
+  r.name = "M" + std::to_string(M) + " H" + std::to_string(H) + (col ? "" : " row") + (packed ? " packed" : "");
   const int G = H / 128, m_pad = (M + 3) / 4 * 4;
   QuantParams& p = r.p;
   p.input = device_bf16(static_cast<size_t>(M) * H);
@@ -286,6 +288,12 @@ Problem dense_problem(int M, int H, bool col = true) {
   p.group_size = 128;
   r.waves = 16;
   r.launch = launch_variant<ScaleKind::kFloat, false>;
+  if (packed) {
+    p.scale_kind = ScaleKind::kPackedUE8M0;
+    p.s_row_stride = 1;
+    p.s_group_stride = m_pad;
+    r.launch = launch_variant<ScaleKind::kPackedUE8M0, false>;
+  }
   return r;
 }
 
@@ -338,7 +346,12 @@ int main(int argc, char** argv) {
                                 silu_problem(8, 512, c8, true), silu_problem(8, 512, c8, false),
                                 silu_problem(32, 256, c32, true), silu_problem(32, 256, c32, false),
                                 silu_problem(256, 128, c256, true), dense_problem(4096, 4096, false),
-                                dense_problem(16384, 7168, false)};
+                                dense_problem(16384, 7168, false),
+                                // issue 13's other cases
+                                dense_problem(8, 4096), dense_problem(1, 7168), dense_problem(8, 7168),
+                                dense_problem(64, 4096, true, true), dense_problem(64, 7168, true, true),
+                                dense_problem(256, 7168, true, true), dense_problem(4096, 4096, true, true),
+                                dense_problem(4096, 7168, true, true), dense_problem(1, 4096, false)};
   const Problem one_7168 = dense_problem(1, 7168);
   auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
