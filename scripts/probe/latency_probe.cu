@@ -3,7 +3,8 @@
 // benchmark: probe_util.cuh), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
 // dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384; two also row-major), and fused SiLU H=2048 with
 // packed UE8M0 scales, masked (the benchmark's counts; 256 x 128 with counts of its own) and dense
-// over the same valid rows; then the rest of issue 13's cases (M=8, M=1 H=7168, packed UE8M0 M=64..4096).
+// over the same valid rows; then the rest of issue 13's cases (M=8, M=1 H=7168, packed UE8M0 M=64..4096) and
+// row-major M=1.
 // Modes:
 //   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
 //   grid  PDL only, the problems under a few (threads x waves) shapes
