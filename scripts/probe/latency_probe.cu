@@ -269,7 +269,7 @@ void launch_variant(const QuantParams& p, const LaunchOptions& o) {
 }
 
 // bf16 [M, H] -> fp8, g128, column-major TMA-aligned fp32 scales (row-major with col = false; packed
-// UE8M0 column-major words with packed = true)
+// UE8M0 column-major words with packed = true, which needs col)
 Problem dense_problem(int M, int H, bool col = true, bool packed = false) {
   Problem r;
   r.name = "M" + std::to_string(M) + " H" + std::to_string(H) + (col ? "" : " row") + (packed ? " packed" : "");
@@ -289,10 +289,9 @@ Problem dense_problem(int M, int H, bool col = true, bool packed = false) {
   p.group_size = 128;
   r.waves = 16;
   r.launch = launch_variant<ScaleKind::kFloat, false>;
-  if (packed) {
+  if (packed) {  // the column-major strides above, in int32 words of four scales
     p.scale_kind = ScaleKind::kPackedUE8M0;
-    p.s_row_stride = 1;
-    p.s_group_stride = m_pad;
+    r.s_bytes = 4ull * m_pad * ((G + 3) / 4);
     r.launch = launch_variant<ScaleKind::kPackedUE8M0, false>;
   }
   return r;

@@ -203,19 +203,21 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  std::printf("%-22s %9s %9s %9s %9s %9s %9s\n", "problem", "us", "us PDL", "1ch us", "1ch PDL", "2ch us", "2ch PDL");
-  for (int h : {7168, 4096}) {
-    if (mode == "phases") break;  // only the phases below (SGLQ_PROBE_PHASES builds)
-    for (int m : {1, 64, 256, 1024, 4096, 16384}) {
-      const double bytes = double(m) * h * 7 + double(m) * (h / 128) * 4;
-      std::printf("rms M=%-5d H=%-5d     %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  roof %.2f\n", m, h,
-                  time_graph(launcher(m, h, false), 20), time_graph(launcher(m, h, true), 20),
-                  time_graph(launcher(m, h, false, 0, 1), 20), time_graph(launcher(m, h, true, 0, 1), 20),
-                  time_graph(launcher(m, h, false, 0, 2), 20), time_graph(launcher(m, h, true, 0, 2), 20),
-                  bytes / 4.23e6);
+  if (mode != "phases") {  // the default table ("phases": only the SGLQ_PROBE_PHASES output below)
+    std::printf("%-22s %9s %9s %9s %9s %9s %9s\n", "problem", "us", "us PDL", "1ch us", "1ch PDL", "2ch us", "2ch PDL");
+    for (int h : {7168, 4096}) {
+      for (int m : {1, 64, 256, 1024, 4096, 16384}) {
+        const double bytes = double(m) * h * 7 + double(m) * (h / 128) * 4;
+        std::printf("rms M=%-5d H=%-5d     %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  roof %.2f\n", m, h,
+                    time_graph(launcher(m, h, false), 20), time_graph(launcher(m, h, true), 20),
+                    time_graph(launcher(m, h, false, 0, 1), 20), time_graph(launcher(m, h, true, 0, 1), 20),
+                    time_graph(launcher(m, h, false, 0, 2), 20), time_graph(launcher(m, h, true, 0, 2), 20),
+                    bytes / 4.23e6);
+      }
     }
   }
 #ifdef SGLQ_PROBE_PHASES
+  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
   for (int m : {1, 64, 256}) {  // block 0's phases (isolated launches, no PDL)
     std::vector<std::vector<double>> d(4);
     for (int i = 0; i < 50; ++i) {
@@ -226,10 +228,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 4; ++k) d[k].push_back(double(t[k + 1] - t[k]));
     }
     const char* names[4] = {"start -> loads used", "-> ss known", "-> inv known", "-> quantized, stored"};
-    for (int k = 0; k < 4; ++k) {
-      std::sort(d[k].begin(), d[k].end());
-      std::printf("phase M=%d H=7168 %-22s %8.0f ns (median of 50)\n", m, names[k], d[k][25]);
-    }
+    for (int k = 0; k < 4; ++k) std::printf("phase M=%d H=7168 %-22s %8.0f ns (median of 50)\n", m, names[k], med(d[k]));
   }
   // Every block's start and end (thread 0, %globaltimer), isolated launches as dispatched, no PDL:
   // how late the last block starts, how long a block runs, when the last one ends (medians of 21).
@@ -257,7 +256,6 @@ int main(int argc, char** argv) {
         n.push_back(nb), last_start.push_back(ls), dur_med.push_back(dur[dur.size() / 2]);
         dur_max.push_back(dur.back()), last_end.push_back(le);
       }
-      auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
       std::printf("blocks M=%-5d H=%-5d %7.0f %9.0f ns %9.0f ns %9.0f ns %9.0f ns\n", m, h, med(n), med(last_start),
                   med(dur_med), med(dur_max), med(last_end));
     }
