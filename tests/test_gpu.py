@@ -86,8 +86,9 @@ def test_masked_expert_counts_around_the_warp_scan_limit(experts):
 @pytest.mark.parametrize("shape", [(0, 1, 1), (128, 1, 64), (512, 64, 2), (32, 2, 64), (256, 3, 1)],
                          ids=["auto-1wave", "128thr-masked64waves", "512thr-64waves", "32thr", "256thr-3waves"])
 def test_launch_shapes_give_the_same_bytes(shape):
-    """Every launch shape covers every task exactly once: grid-stride loops of many rounds, one-round
-    grids, and masked grids with many blocks beyond the valid rows (which stop after the count sum)."""
+    """Every launch shape covers every task exactly once: dense grids of one task per sub-warp under
+    every block size (`waves` now caps only the fused op's grids), masked grid-stride loops of many
+    rounds, and masked grids with many blocks beyond the valid rows (which stop after the count sum)."""
     from sgl_quant import _C
     dense = make_input((333, 2 * 1792), torch.bfloat16, seed=41, device="cuda")
     masked_x = make_input((8, 96, 2 * 1024), torch.bfloat16, seed=42, device="cuda")

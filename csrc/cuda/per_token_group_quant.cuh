@@ -6,10 +6,11 @@
 // GS/16 threads; every thread holds 16 input elements, 8 from each half of the group (two 16-byte
 // loads; four with fused SiLU), so that each load instruction of a warp reads whole 32-byte sectors.
 // The sub-warp reduces |v| with shuffles and each thread stores its codes as two 8-byte halves.
-// Blocks walk the flattened task list with a grid-stride loop over a grid sized to the machine;
-// a block locates its first task before the PDL wait (small calls are latency-bound). Dense
-// calls with column-major fp32 scales order the tasks rows-first, so that the scales a warp writes
-// are adjacent (KernelArgs::rows_first_log2).
+// Dense calls: one task per sub-warp, a block per groups_per_block tasks of the flattened task list
+// (no grid-stride loop); a block locates its task before the PDL wait (small calls are
+// latency-bound). Dense calls with column-major fp32 scales order the tasks rows-first, so that the
+// scales a warp writes are adjacent (KernelArgs::rows_first_log2). Masked calls: blocks walk the task
+// list with a grid-stride loop over a grid sized to the machine.
 // Masked (MoE) layout, a kernel of its own: only valid rows become tasks, so the work is spread
 // evenly whatever the counts and padded rows cost nothing. The prefix sum of the clamped per-expert
 // counts is computed on the device by every warp with shuffles (<= 32 experts; from a read of the
@@ -513,32 +514,32 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
   const int sub = threadIdx.x / kThreadsPerGroup;
   const int lane = threadIdx.x % kThreadsPerGroup;
   const int groups_per_block = blockDim.x / kThreadsPerGroup;
+  // Masked: loop bounds are uniform over the block, so every warp reaches the shuffles together.
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * groups_per_block;
-  // Loop bounds are uniform over the block, so every warp reaches the shuffles together.
   int64_t first = static_cast<int64_t>(blockIdx.x) * groups_per_block;
 
   if constexpr (!MASKED) {
-    // Dense. The launcher never makes more blocks than tasks, so every block has a first task:
-    // locate it before waiting for the producer kernel (PDL), so that this index math overlaps
-    // the producer's tail instead of adding to the latency of small calls.
+    // Dense: one task per sub-warp. The launcher never makes more blocks than tasks, so every block
+    // has one: locate it before waiting for the producer kernel (PDL), so that this index math
+    // overlaps the producer's tail instead of adding to the latency of small calls.
     SGLQ_PROBE_PHASE(0, 0.0f);
     const int num_tasks = args.num_tasks;
-    // 32-bit: the first tasks end below num_tasks + groups_per_block < 2^32.
-    const uint32_t first_task = blockIdx.x * static_cast<uint32_t>(groups_per_block) + sub;
-    bool valid = first_task < static_cast<uint32_t>(num_tasks);
-    Task<T> t = locate_dense_task<T, GS>(args, static_cast<int>(first_task), valid);
+    // 32-bit: the tasks end below num_tasks + groups_per_block < 2^32.
+    const uint32_t task = blockIdx.x * static_cast<uint32_t>(groups_per_block) + sub;
+    bool valid = task < static_cast<uint32_t>(num_tasks);
+    const Task<T> t = locate_dense_task<T, GS>(args, static_cast<int>(task), valid);
     SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
     pdl_wait_for_producer_after(t);  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
     const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
     SGLQ_PROBE_PHASE(2, __int_as_float(static_cast<int>(in.v[0].x)));
+    // The only task: dense grids have a block per groups_per_block tasks (no grid-stride loop). With
+    // the loop's code after it, the same one-round calls took longer in both launch modes (probe,
+    // H200, µs without / with PDL: M=1 H=4096 1.384 / 0.794 -> 1.356 / 0.786 without it, M=1024 H=4096
+    // 3.175 / 2.265 -> 3.081 / 2.163; benchmark/NOTES.md session 10): a thread then exits right after
+    // its stores instead of reconverging for the loop test.
     quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
     SGLQ_PROBE_PHASE(3, 0.0f);
-    for (first += grid_stride; first < num_tasks; first += grid_stride) {
-      valid = first + sub < num_tasks;
-      t = locate_dense_task<T, GS>(args, static_cast<int>(first + sub), valid);
-      load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
-    }
   } else if (p.num_outer <= kWarpScanMaxExperts) {
     // Masked, at most 32 experts: every warp scans the counts itself (one load, a warp sum, at most
     // five shuffles), so no shared memory and no barriers stand between the counts and the inputs.
@@ -595,7 +596,7 @@ struct LaunchOptions {
   int device = 0;
   int num_sms = 1;
   int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256
-  int waves = 16;         // the grid is capped at waves * (resident blocks per SM) * SMs
+  int waves = 16;         // masked and fused-op grids are capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
   bool clusters = false;    // the device runs thread-block clusters (SM90+)
   int rmsnorm_cluster = 0;  // blocks per row of the fused RMSNorm op: 0 automatic, 1 none, 2..8
@@ -719,9 +720,15 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
     if (err != cudaSuccess) return err;
   }
 
-  int64_t grid = 0;
-  const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, smem, opt, grid);
-  if (err != cudaSuccess) return err;
+  // Dense: a block per groups_per_block tasks (the kernel has no grid-stride loop), up to ~124 waves
+  // (DSV4 T=16384). Session 2's sweep found 32 and 64 waves as fast as 16 at M=16384 H=7168 (84.4-85.2
+  // vs 84.6 us); NOT YET MEASURED for this kernel (benchmark/NOTES.md session 10: the A/B to run).
+  // Masked: capped at opt.waves rounds of resident blocks.
+  int64_t grid = blocks_needed;
+  if (MASKED) {
+    const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, smem, opt, grid);
+    if (err != cudaSuccess) return err;
+  }
   KernelArgs args;
   args.p = p;
   // Fold (outer, row) into one row index where the strides allow it (contiguous batches), which
