@@ -368,16 +368,17 @@ SWEEP_CONFIGS = [(0, 16), (0, 2), (256, 1), (256, 4), (256, 8), (256, 16), (128,
 
 
 def sweep_launch_shapes():
-    """Time a few cases under several launch shapes (threads per block, waves of resident blocks
-    capping the grid; 64 waves ~ one chunk of tasks per block) to choose the defaults."""
+    """Time a few cases under several launch shapes (threads per block; waves of resident blocks
+    capping the grid, which since session 11 applies to the masked cases only: dense v2 grids have a
+    block per task group) to choose the defaults."""
     from sgl_quant import _C
     picks = [dense_case(1, 4096), dense_case(64, 7168), dense_case(1024, 4096), dense_case(4096, 4096),
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
     defaults = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
-    lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; defaults: dense 0x{defaults[1]}, "
-             f"masked 0x{defaults[2]})",
+    lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; waves cap masked grids only, "
+             f"default masked 0x{defaults[2]})",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:

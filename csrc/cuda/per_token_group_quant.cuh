@@ -721,8 +721,9 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   }
 
   // Dense: a block per groups_per_block tasks (the kernel has no grid-stride loop), up to ~124 waves
-  // (DSV4 T=16384). Session 2's sweep found 32 and 64 waves as fast as 16 at M=16384 H=7168 (84.4-85.2
-  // vs 84.6 us); NOT YET MEASURED for this kernel (benchmark/NOTES.md session 10: the A/B to run).
+  // (DSV4 T=16384). Against the loop on a 16-wave grid (H200, benchmark/NOTES.md session 11, µs
+  // without / with PDL): M=16384 H=7168 84.47 / 83.48 -> 84.36 / 83.34, DSV4 T=16384 384.87 / 383.66
+  // -> 375.57 / 375.40; one-round calls gain ~0.03 (no reconvergence for the loop test).
   // Masked: capped at opt.waves rounds of resident blocks.
   int64_t grid = blocks_needed;
   if (MASKED) {

@@ -31,9 +31,10 @@ namespace {
 // Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
 // Defaults from the launch-shape sweeps on an H200 (benchmark/NOTES.md): a persistent grid of one
 // wave lost ~10% at M=16384 (the warps' DRAM phases line up); 16 waves was best for large dense
-// problems (dense v2 grids are no longer capped, `waves` caps the fused op's). A masked grid is sized for all rows, valid or not, and the blocks beyond the valid
-// rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us; 32 x 256 and
-// 256 x 128 lose 3% and 1%, both far inside their targets).
+// problems of the looping kernels. `waves` now caps only the fused op's grids (dense v2 grids have a
+// block per task group, uncapped). A masked grid is sized for all rows, valid or not, and the blocks
+// beyond the valid rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us;
+// 32 x 256 and 256 x 128 lose 3% and 1%, both far inside their targets).
 struct LaunchTuning {
   int block_threads = 0;  // 0: automatic (see LaunchOptions)
   int waves = 16;

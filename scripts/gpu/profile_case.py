@@ -1,6 +1,6 @@
 """Launches for Nsight Compute (ncu -k regex:per_token_group_quant_kernel).
 
-    python scripts/gpu/profile_case.py [dense]   # M=16384 H=7168 default shape, same with 1 wave, M=1 H=4096
+    python scripts/gpu/profile_case.py [dense]   # M=16384 H=7168 default shape, same with 256-thread blocks, M=1 H=4096
     python scripts/gpu/profile_case.py masked    # masked SiLU 8x512, 32x256, 256x128 (H=2048, UE8M0 packed)
 """
 import sys
