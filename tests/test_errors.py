@@ -260,7 +260,7 @@ def test_launch_config_hook():
     bad shapes refused with the argument named, leaving the shape in use unchanged."""
     from sgl_quant import _C
     defaults = _C._launch_config()
-    assert defaults == [0, 16, 1, 0]  # automatic block size, 16 waves (fused op), 1 wave masked, automatic cluster
+    assert defaults == [0, 64, 1, 0]  # automatic block size, 64 waves (fused op), 1 wave masked, automatic cluster
     try:
         _C._set_launch_config(128, 4, 2, 3)
         assert _C._launch_config() == [128, 4, 2, 3]

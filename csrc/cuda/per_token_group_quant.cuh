@@ -596,7 +596,7 @@ struct LaunchOptions {
   int device = 0;
   int num_sms = 1;
   int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256
-  int waves = 16;         // masked and fused-op grids are capped at waves * (resident blocks per SM) * SMs
+  int waves = 64;         // masked and fused-op grids are capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
   bool clusters = false;    // the device runs thread-block clusters (SM90+)
   int rmsnorm_cluster = 0;  // blocks per row of the fused RMSNorm op: 0 automatic, 1 none, 2..8

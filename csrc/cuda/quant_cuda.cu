@@ -30,14 +30,17 @@ namespace {
 
 // Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
 // Defaults from the launch-shape sweeps on an H200 (benchmark/NOTES.md): a persistent grid of one
-// wave lost ~10% at M=16384 (the warps' DRAM phases line up); 16 waves was best for large dense
-// problems of the looping kernels. `waves` now caps only the fused op's grids (dense v2 grids have a
-// block per task group, uncapped). A masked grid is sized for all rows, valid or not, and the blocks
-// beyond the valid rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us;
-// 32 x 256 and 256 x 128 lose 3% and 1%, both far inside their targets).
+// wave lost ~10% at M=16384 (the warps' DRAM phases line up). `waves` caps only the fused op's grids
+// (dense v2 grids have a block per task group, uncapped): 64 waves, a block per row up to ~33k rows
+// at H=7168, where 16 waves made each block of M=16384 loop over two rows (µs without / with PDL:
+// H=4096 118.8 / 118.0 -> 117.3 / 116.5, H=7168 206.7 / 205.6 -> 205.8 / 204.5; 32 waves alike; smaller
+// M unchanged; session 11). A masked grid is sized for all rows, valid or not, and the blocks beyond
+// the valid rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us; 32 x 256
+// and 256 x 128 lose 3% and 1%, both far inside their targets; 2-4 waves, or blocks of 64-192 threads,
+// no better in session 11).
 struct LaunchTuning {
   int block_threads = 0;  // 0: automatic (see LaunchOptions)
-  int waves = 16;
+  int waves = 64;
   int masked_waves = 1;
   int rmsnorm_cluster = 0;  // 0: automatic (auto_rmsnorm_cluster)
 };
@@ -112,10 +115,15 @@ cudaError_t dispatch_group_size(const P& p, const QuantParams& q, const LaunchOp
   return cudaErrorInvalidValue;
 }
 
-// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op, whose codes
-// and scales `q` describes) on the current stream of input's device.
+// The codes and scales a problem writes (the fused op's are described by its `quant`).
+const QuantParams& codes_of(const QuantParams& p) { return p; }
+const QuantParams& codes_of(const RmsNormQuantParams& p) { return p.quant; }
+
+// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op) on the current
+// stream of input's device.
 template <typename P>
-void launch(const P& p, const QuantParams& q, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
+void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
+  const QuantParams& q = codes_of(p);
   SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
   if (q.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
   const int device = input.get_device_index();
@@ -148,12 +156,12 @@ void per_token_group_quant_8bit_v2_cuda(const Tensor& input, Tensor output_q, Te
                                         bool fuse_silu_and_mul, std::optional<Tensor> masked_m, bool enable_pdl) {
   const QuantParams p = make_v2_params(input, output_q, output_s, group_size, eps, min_8bit, max_8bit, scale_ue8m0,
                                        fuse_silu_and_mul, masked_m);
-  launch(p, p, input, output_q, enable_pdl);
+  launch(p, input, output_q, enable_pdl);
 }
 
 void per_token_group_quant_fp8_dsv4_cuda(const Tensor& input, Tensor output_q, Tensor output_s, bool enable_pdl) {
   const QuantParams p = make_dsv4_params(input, output_q, output_s);
-  launch(p, p, input, output_q, enable_pdl);
+  launch(p, input, output_q, enable_pdl);
 }
 
 void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
@@ -162,7 +170,7 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
                                              double max_8bit, bool scale_ue8m0, bool enable_pdl) {
   const RmsNormQuantParams p = make_rmsnorm_params(input, weight, residual, output_q, output_s, output_normed,
                                                    group_size, norm_eps, eps, min_8bit, max_8bit, scale_ue8m0);
-  launch(p, p.quant, input, output_q, enable_pdl);
+  launch(p, input, output_q, enable_pdl);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+"""Launch shapes through the benchmarking hook sgl_quant._C._set_launch_config (no rebuild): each case
+under a few shapes, without and with PDL, median of three CUDA graphs (the benchmarks' timing, after
+their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s11-*.txt.
+
+    python scripts/probe/launch_config_sweep.py v2    # masked 8x512 / 32x256 block sizes, small dense calls
+    python scripts/probe/launch_config_sweep.py rms   # the fused op's grid cap (waves) at M = 1024 ... 16384
+"""
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmark"))
+import bench_per_token_group_quant as v2  # noqa: E402
+import bench_rmsnorm_quant as rms  # noqa: E402
+import torch  # noqa: E402
+from sgl_quant import _C  # noqa: E402
+
+
+def timed(build, shape):
+    """Median µs of three graphs of build() under launch config `shape`, then back to the defaults."""
+    defaults = _C._launch_config()
+    _C._set_launch_config(*shape)
+    try:
+        fn = build()
+        return statistics.median(v2.time_graph_us(fn) for _ in range(3))
+    finally:
+        _C._set_launch_config(*defaults)
+
+
+def both_modes(label, build_for_pdl, shape):
+    no_pdl = timed(lambda: build_for_pdl(False), shape)
+    pdl = timed(lambda: build_for_pdl(True), shape)
+    print(f"{label:60s} noPDL {no_pdl:8.3f}  PDL {pdl:8.3f}", flush=True)
+
+
+def main(which):
+    v2.settle_graph_state()
+    d = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
+    print("defaults", d, flush=True)
+    if which == "v2":
+        masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32)]
+        for c in masked:
+            for threads, masked_waves in ((0, 1), (64, 1), (96, 1), (128, 1), (160, 1), (192, 1), (512, 1), (0, 2), (0, 4)):
+                both_modes(f"{c['name']} threads {threads} masked_waves {masked_waves}",
+                           lambda pdl, c=c: v2.build(c, "cuda", pdl), (threads, d[1], masked_waves, d[3]))
+        dense = [v2.dense_case(1, 4096), v2.dense_case(8, 4096), v2.dense_case(1, 7168),
+                 v2.dense_case(64, 4096, "col_ue8m0"), v2.dense_case(256, 7168, "col_ue8m0")]
+        for c in dense:
+            for threads in (0, 64, 128, 256, 512):
+                both_modes(f"{c['name']} threads {threads}", lambda pdl, c=c: v2.build(c, "cuda", pdl),
+                           (threads, d[1], d[2], d[3]))
+    else:
+        for h in (7168, 4096):
+            for m in (1024, 4096, 16384):
+                c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
+                for waves in (8, 16, 32, 64):
+                    both_modes(f"rmsnorm M={m} H={h} waves {waves}", lambda pdl, c=c: rms.build(c, pdl),
+                               (d[0], waves, d[2], d[3]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "v2")
