@@ -1,6 +1,6 @@
 """Launches for Nsight Compute (ncu -k regex:per_token_group_quant_kernel).
 
-    python scripts/gpu/profile_case.py [dense]   # M=16384 H=7168 default shape, same with 256-thread blocks, M=1 H=4096
+    python scripts/gpu/profile_case.py [dense]   # M=16384 H=7168 default shape (256-thread blocks), same with 128, M=1 H=4096
     python scripts/gpu/profile_case.py masked    # masked SiLU 8x512, 32x256, 256x128 (H=2048, UE8M0 packed)
 """
 import sys
@@ -19,7 +19,7 @@ if which == "dense":
     torch.cuda.synchronize()
     sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
     defaults = _C._launch_config()
-    _C._set_launch_config(256, 1, 1)
+    _C._set_launch_config(128, defaults[1], defaults[2])  # dense grids are uncapped: only the block size changes
     sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
     _C._set_launch_config(*defaults)
     sgl_quant.per_token_group_quant_fp8(small, 128, **kw)

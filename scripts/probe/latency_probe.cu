@@ -7,7 +7,7 @@
 // row-major M=1.
 // Modes:
 //   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
-//   grid  PDL only, the problems under a few (threads x waves) shapes
+//   grid  PDL only, the problems under a few (threads x waves) shapes (waves cap masked grids only)
 //   smid  where the block scheduler puts the blocks of one wave (it spreads them evenly)
 //   dump DIR  one launch of each problem, codes and scales to DIR/q<i>.bin (compare builds)
 //   redo  masked counts rewritten by a producer still running under PDL: same bytes as the final counts
