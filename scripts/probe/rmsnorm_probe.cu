@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     return p;
   };
   // chunks: 0 as the extension dispatches (rmsnorm_chunks_per_thread), else 1 or 2 chunks per thread
-  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 16) {
+  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 64) {  // 64: the extension's default
     return [=](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
