@@ -726,7 +726,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   // -> 375.57 / 375.40; one-round calls gain ~0.03 (no reconvergence for the loop test).
   // Masked: capped at opt.waves rounds of resident blocks.
   int64_t grid = blocks_needed;
-  if (MASKED) {
+  if constexpr (MASKED) {  // (dense launchers then carry no occupancy query at all)
     const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, smem, opt, grid);
     if (err != cudaSuccess) return err;
   }
