@@ -94,8 +94,9 @@ PyObject* build_info(PyObject*, PyObject*) {
 
 #if defined(SGL_QUANT_WITH_CUDA)
 // Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
-// the fused op's grid, masked_waves the masked layout's, at that many rounds of resident blocks (dense
-// v2 grids have a block per task group, uncapped); rmsnorm_cluster: blocks per row of the fused op,
+// the fused op's two-chunk grids, masked_waves the masked layout's, at that many rounds of resident
+// blocks (dense v2 grids have a block per task group, the fused op's one-chunk grids a block per row
+// group, both uncapped); rmsnorm_cluster: blocks per row of the fused op,
 // 0 = automatic; defaults in csrc/cuda/quant_cuda.cu).
 PyObject* set_launch_config_py(PyObject*, PyObject* args) {
   int block_threads = 0, waves = 0, masked_waves = 0, rmsnorm_cluster = 0;

@@ -202,8 +202,9 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
     blocks sharing a row (1 = none, 2..8; 0 = automatic) and PDL."""
     from sgl_quant import _C
-    # 1024 rows of 7168: under one wave (a grid of 264 clusters of 2, 4 or 8 blocks) each cluster takes
-    # ~4 rows in turn, so both warp-sum buffers and both phases of their transaction barriers are used
+    # 1024 rows of 7168 run two chunks per thread, whose grid the waves cap: under one wave each block
+    # takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
+    # thread on a block (cluster) per row group, whatever the waves.
     x, w, r = make_case(1024, 7168, torch.bfloat16, 21, device="cuda")
     xs, ws, rs = make_case(300, 256, torch.float16, 22, device="cuda")  # small teams: 8 rows per warp
     # H=2048: one warp per block in clusters of 4; H=16384: 4 warps per block in clusters of 8 (a cluster

@@ -30,9 +30,10 @@ namespace {
 
 // Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
 // Defaults from the launch-shape sweeps on an H200 (benchmark/NOTES.md): a persistent grid of one
-// wave lost ~10% at M=16384 (the warps' DRAM phases line up). `waves` caps only the fused op's grids
-// (dense v2 grids have a block per task group, uncapped): 64 waves, a block per row up to ~33k rows
-// at H=7168, where 16 waves made each block of M=16384 loop over two rows (µs without / with PDL:
+// wave lost ~10% at M=16384 (the warps' DRAM phases line up). `waves` caps only the fused op's two-chunk
+// grids (dense v2 grids have a block per task group, the fused op's one-chunk grids a block per row
+// group, both uncapped): 64 waves, a block per row up to ~33k rows at H=7168, where 16 waves made each
+// block of M=16384 loop over two rows (µs without / with PDL:
 // H=4096 118.8 / 118.0 -> 117.3 / 116.5, H=7168 206.7 / 205.6 -> 205.8 / 204.5; 32 waves alike; smaller
 // M unchanged; session 11). A masked grid is sized for all rows, valid or not, and the blocks beyond
 // the valid rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us; 32 x 256

@@ -215,9 +215,13 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   int parity = 0;
   bool cluster_started = false;
   // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
+  // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (a folded
+  // loop: faster at every M than a grid-stride loop, probe session 11, benchmark/NOTES.md). Two chunks
+  // per thread keep the loop over a capped grid (one pass there was slower: M=1024 H=7168 +0.3 µs).
   int row_group = blockIdx.x, row_groups = gridDim.x;  // clusters: blockIdx.x / cluster, gridDim.x / cluster
   if (cluster > 1) cluster_index_and_count(row_group, row_groups);
-  for (int first = row_group * rows_per_block; first < args.num_rows; first += row_groups * rows_per_block) {
+  for (int first = row_group * rows_per_block; first < args.num_rows;
+       first = CHUNKS == 1 ? args.num_rows : first + row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
     const T* x_row = static_cast<const T*>(p.input) + static_cast<int64_t>(row) * p.in_row_stride;
@@ -389,10 +393,11 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   const int threads = team >= 32 ? team : kRmsNormSmallTeamBlock;
   const int rows_per_block = threads / team;
   const int64_t blocks_needed = (num_rows + rows_per_block - 1) / rows_per_block * cluster;
-  int64_t grid = 0;
-  const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt, grid);
-  if (err != cudaSuccess) return err;
-  grid = std::max<int64_t>(cluster, grid / cluster * cluster);  // whole clusters
+  int64_t grid = blocks_needed;  // one chunk per thread: a block (cluster) per row group, one pass
+  if constexpr (CHUNKS == 2) {    // two: opt.waves rounds of resident blocks, looping over the rows
+    const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt, grid);
+    if (err != cudaSuccess) return err;
+  }
   RmsNormKernelArgs args;
   args.p = rp;
   args.num_rows = static_cast<int32_t>(num_rows);
