@@ -111,6 +111,9 @@ logs=$(cd "$OUT" && ls *.log 2>/dev/null)
 {
   echo "== steps (total $(( $(date +%s) - t_start ))s)"; printf '%s\n' "${summary[@]}"
   [[ -n $failures ]] && { echo "== failed tests"; echo "$failures"; }
-  [[ -f "$OUT/bench.txt" ]] && { echo "== bench"; cat "$OUT/bench.txt"; }
-  [[ -f "$OUT/rmsnorm.txt" ]] && { echo "== bench rmsnorm"; cat "$OUT/rmsnorm.txt"; }
+  if [[ -f "$OUT/bench.txt" ]]; then echo "== bench"; cat "$OUT/bench.txt"; fi
+  if [[ -f "$OUT/rmsnorm.txt" ]]; then echo "== bench rmsnorm"; cat "$OUT/rmsnorm.txt"; fi
 } | tee -a "$OUT/summary.txt"
+# Exit status: 1 when a step, a test file or a sanitizer run failed (the summary says which), else 0.
+if printf '%s\n' "${summary[@]}" | grep -qE 'rc=[1-9]' || [[ -n $failures ]]; then exit 1; fi
+exit 0
