@@ -33,8 +33,6 @@
 // Threads past the last chunk hold zeros.
 #pragma once
 
-#include <algorithm>
-
 #include "per_token_group_quant.cuh"
 
 namespace sgl_quant {

@@ -6,8 +6,8 @@
 //   rms sweep      M = 1, 64, 256 in clusters of 1, 2, 4, 8 blocks (LaunchOptions::rmsnorm_cluster)
 //   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
 //                  equal those of one block per row, over H = 256 ... 16384 and M = 1, 5, 64, 1024 (exits 1
-//                  if not), under grids of one wave, so that at M=1024 blocks and clusters loop over rows
-//                  (both warp-sum buffers, several phases of their transaction barriers)
+//                  if not); two-chunk grids of one wave, so that at M=1024 their blocks loop over rows
+//                  (both warp-sum buffers; one-chunk blocks and clusters take one row group each)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
 //   rms once M H   one launch as dispatched (for ncu)
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         Outputs want;
         for (int c = 1; c <= 9; ++c) {  // clusters of 1..8 blocks, then (9) two chunks per thread
           if (c == 9 && h < 1024) continue;
-          // one wave: at M=1024 blocks and clusters loop
+          // one wave: at M=1024 two-chunk blocks loop
           const Outputs got = run_and_read(m, h, launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, 1));
           ++runs;
           if (c == 1) {
