@@ -194,24 +194,23 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
   // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
-  // alternate rows reuse neither early: a warp sends its sum for row i + 2 into buffer i % 2 only after
-  // its block has received every warp's sum for row i + 1, which each warp sends after reading row i's.
+  // alternate rows of a looping block reuse neither early: a warp writes its sum for row i + 2 into
+  // buffer i % 2 only after the barrier of row i + 1, which it reaches after reading row i's.
   __shared__ float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];
-  __shared__ alignas(8) uint64_t sums_bar[2];  // clusters: warp_sums[i]'s transaction barrier
-  uint32_t bar_phases = 0;                      // bit i: the phase of sums_bar[i] to wait for
+  // Clusters take one row group each (one chunk per thread: one pass), so the exchange's transaction
+  // barrier completes a single phase (0).
+  __shared__ alignas(8) uint64_t sums_bar;
 
   SGLQ_PROBE_BLOCK(0);
   SGLQ_PROBE_PHASE(0, 0.0f);
   if (cluster > 1 && threadIdx.x == 0) {
-    mbar_init(&sums_bar[0], 1);
-    mbar_init(&sums_bar[1], 1);
+    mbar_init(&sums_bar, 1);
     fence_mbar_init();
   }
   if (cluster > 1) cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
   int parity = 0;
-  bool cluster_started = false;
   // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
   // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (a folded
   // loop: faster at every M than a grid-stride loop, probe session 11, benchmark/NOTES.md). Two chunks
@@ -295,13 +294,11 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           if (warp_lane == 0) sums[slot] = s;
           __syncthreads();
         } else {
-          if (!cluster_started) cluster_wait();  // every block of the cluster runs: its shared memory exists
-          cluster_started = true;
+          cluster_wait();  // every block of the cluster runs: its shared memory exists
           // one arrival (this block's, with the row's byte count) and the row's warp sums complete the phase
-          if (threadIdx.x == 0) mbar_arrive_expect_tx(&sums_bar[parity], row_warps * 4);
-          if (warp_lane < cluster) st_async_to_cluster_block(&sums[slot], &sums_bar[parity], warp_lane, s);  // lane b: block b's copy
-          mbar_wait_parity(&sums_bar[parity], (bar_phases >> parity) & 1);
-          bar_phases ^= 1u << parity;
+          if (threadIdx.x == 0) mbar_arrive_expect_tx(&sums_bar, row_warps * 4);
+          if (warp_lane < cluster) st_async_to_cluster_block(&sums[slot], &sums_bar, warp_lane, s);  // lane b: block b's copy
+          mbar_wait_parity(&sums_bar, 0);
         }
         s = butterfly_sum(warp_lane < row_warps ? sums[warp_lane] : 0.0f, 1, 32);
       }
