@@ -83,6 +83,46 @@ def test_masked_expert_counts_around_the_warp_scan_limit(experts):
         compare(gpu, cpu[:2], gpu[2], codes_exact=False, scales_exact=False, max_code_fraction=2e-3)
 
 
+def counts_around_powers_of_two(experts, m_pad, seed):
+    """Valid-row counts around every power of two below m_pad, with an empty and a full expert and
+    counts to clamp (negative, above m_pad)."""
+    pool = [0, m_pad, -3, m_pad + 5]
+    k = 1
+    while k < m_pad:
+        pool += [k - 1, k, k + 1]
+        k *= 2
+    g = torch.Generator().manual_seed(seed)
+    pick = torch.randint(len(pool), (experts,), generator=g)
+    counts = torch.tensor([pool[i] for i in pick.tolist()], dtype=torch.int32)
+    counts[0], counts[-1] = 0, m_pad
+    return counts
+
+
+@pytest.mark.parametrize("case", [
+    # experts, m_pad, hidden, group size, silu: one and several grid-stride rounds, long rows, 16- and
+    # 256-element groups (32 and 2 tasks per warp)
+    (8, 96, 1024, 128, True), (8, 512, 2048, 128, True), (32, 256, 2048, 128, True), (5, 9, 7168, 128, True),
+    (3, 700, 7168, 128, False), (2, 4096, 2048, 64, True), (17, 40, 512, 16, False), (4, 33, 1024, 256, True),
+    (1, 200, 4096, 32, False)],
+    ids=lambda c: "E{}x{}-H{}-g{}-{}".format(*c[:4], "silu" if c[4] else "plain"))
+def test_masked_without_pdl_same_bytes_as_with_pdl(case):
+    """Masked launches of at most 32 experts read the counts once without PDL, and with PDL before the
+    wait (a guess, checked after it): both give the same bytes, the CPU op's, and write nothing outside
+    the valid rows (run_v2)."""
+    experts, m_pad, h, gs, silu = case
+    x = make_input((experts, m_pad, h * (2 if silu else 1)), torch.bfloat16, seed=m_pad + experts, device="cuda")
+    counts = counts_around_powers_of_two(experts, m_pad, seed=h + experts)
+    for layout in ("col_ue8m0", "col_tma", "row"):
+        without = run_v2(x, gs, FP8, layout, silu=silu, masked_m=counts.cuda(), enable_pdl=False)
+        with_pdl = run_v2(x, gs, FP8, layout, silu=silu, masked_m=counts.cuda(), enable_pdl=True)
+        assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8)), layout
+        assert torch.equal(without[1], with_pdl[1]), layout
+        if m_pad <= 512:  # the CPU reference for the smaller cases
+            cpu = run_v2(x.cpu(), gs, FP8, layout, silu=silu, masked_m=counts)
+            compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
+                    max_code_fraction=2e-3, what=f"{case} {layout}")
+
+
 @pytest.mark.parametrize("shape", [(0, 1, 1), (128, 1, 64), (512, 64, 2), (32, 2, 64), (256, 3, 1)],
                          ids=["auto-1wave", "128thr-masked64waves", "512thr-64waves", "32thr", "256thr-3waves"])
 def test_launch_shapes_give_the_same_bytes(shape):
@@ -96,9 +136,10 @@ def test_launch_shapes_give_the_same_bytes(shape):
     many_x = make_input((40, 24, 1024), torch.bfloat16, seed=43, device="cuda")
     many_m = make_masked_m(40, 24, seed=43, device="cuda")
 
-    def run_all():
+    def run_all():  # masked also without PDL (one read of the counts)
         return [run_v2(dense, 128, FP8, "col_tma", silu=True), run_v2(dense, 64, torch.int8, "row"),
                 run_v2(masked_x, 128, FP8, "col_ue8m0", silu=True, masked_m=masked_m),
+                run_v2(masked_x, 128, FP8, "col_ue8m0", silu=True, masked_m=masked_m, enable_pdl=False),
                 run_v2(many_x, 128, FP8, "row", masked_m=many_m)]
 
     defaults = _C._launch_config()

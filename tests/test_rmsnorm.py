@@ -254,6 +254,30 @@ def test_cuda_two_chunks_per_thread_same_bytes():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("m, hidden, normed, layout", [(4096, 7168, False, "col_tma"), (4200, 8192, True, "col_ue8m0"),
+                                                       (16384, 4096, False, "row_ue8m0"), (5000, 6144, True, "col")])
+def test_cuda_prefetching_calls_same_bytes(m, hidden, normed, layout):
+    """Long one-chunk calls (H = 4096 ... 8192, at least 8 rounds of resident blocks) run the kernel that
+    prefetches the next round's rows into L2: a row's bytes equal those of shorter calls, which run the
+    plain one-chunk kernel (or clusters, or two chunks per thread), and the CPU's (SPEC §6.3)."""
+    x, w, r = make_case(m, hidden, torch.bfloat16, hidden + m, device="cuda")
+    full = run_rmsnorm(x, w, 128, FP8, layout, residual=r, with_normed=normed)
+    for rows in (slice(0, 1), slice(m - 64, m), slice(m // 2 - 500, m // 2 + 500)):
+        part = run_rmsnorm(x[rows], w, 128, FP8, layout, residual=r[rows], with_normed=normed)
+        for a, b in zip(full, part):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8)), f"rows {rows}"
+    rows = slice(m - 37, m)  # the end of the grid, where the last round prefetches nothing
+    cpu = run_rmsnorm(x[rows].cpu(), w.cpu(), 128, FP8, layout, residual=r[rows].cpu(), with_normed=normed)
+    for a, c in zip(full[2:], cpu[2:]):  # normed, residual: the same bytes
+        if a is not None:
+            assert torch.equal(a[rows].view(torch.int16), c.view(torch.int16))
+    compare([t[rows] for t in full[:2]], cpu[:2], torch.ones(37, dtype=torch.bool), codes_exact=cuda_codes_exact(layout),
+            scales_exact=True, max_code_fraction=2e-3, what=f"{m}x{hidden} {layout}")
+
+
+@pytest.mark.gpu
 def test_cuda_non_finite_rows():
     x, w, r = make_case(4, 512, torch.bfloat16, 10)
     x[0, 3] = float("nan")

@@ -604,23 +604,32 @@ struct LaunchOptions {
 
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
 
-// The grid for blocks_needed blocks of `threads`, capped at opt.waves rounds of resident blocks of
-// `kernel`; small grids need no occupancy query, and the occupancy is cached per kernel, device and
-// block size (an idempotent race).
+// Blocks of `threads` of `kernel` resident per SM (at least 1), cached per kernel, device and block
+// size (an idempotent race).
 template <auto kernel>
-cudaError_t capped_grid(int64_t blocks_needed, int threads, size_t smem, const LaunchOptions& opt, int64_t& grid) {
-  grid = blocks_needed;
-  if (blocks_needed <= opt.num_sms) return cudaSuccess;
+cudaError_t resident_blocks_per_sm(int threads, size_t smem, const LaunchOptions& opt, int& occupancy) {
   constexpr int kMaxDevices = 64, kMaxThreads = 1024;
   static int cached_occupancy[kMaxDevices][kMaxThreads / 32 + 1] = {};
-  const bool cacheable = opt.device < kMaxDevices && smem == 0;
-  int occupancy = cacheable ? cached_occupancy[opt.device][threads / 32] : 0;
+  const bool cacheable = opt.device >= 0 && opt.device < kMaxDevices && smem == 0;
+  occupancy = cacheable ? cached_occupancy[opt.device][threads / 32] : 0;
   if (occupancy == 0) {
     const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
     if (err != cudaSuccess) return err;
     occupancy = occupancy > 0 ? occupancy : 1;
     if (cacheable) cached_occupancy[opt.device][threads / 32] = occupancy;
   }
+  return cudaSuccess;
+}
+
+// The grid for blocks_needed blocks of `threads`, capped at opt.waves rounds of resident blocks of
+// `kernel`; small grids need no occupancy query.
+template <auto kernel>
+cudaError_t capped_grid(int64_t blocks_needed, int threads, size_t smem, const LaunchOptions& opt, int64_t& grid) {
+  grid = blocks_needed;
+  if (blocks_needed <= opt.num_sms) return cudaSuccess;
+  int occupancy = 0;
+  const cudaError_t err = resident_blocks_per_sm<kernel>(threads, smem, opt, occupancy);
+  if (err != cudaSuccess) return err;
   const int64_t max_blocks = static_cast<int64_t>(opt.num_sms) * occupancy * opt.waves;
   grid = blocks_needed < max_blocks ? blocks_needed : max_blocks;
   return cudaSuccess;

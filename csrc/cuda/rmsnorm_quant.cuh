@@ -80,6 +80,7 @@ struct RmsNormKernelArgs {
                            // thread's index in its team and its row in the block
   int32_t rows_per_block;  // blockDim.x / team
   int32_t cluster;  // blocks per row, a thread-block cluster (1: none); > 1 only with one chunk per thread
+  int32_t prefetch_rows;  // PREFETCH kernels: how far ahead a block prefetches rows into L2 (one round)
 };
 
 // Thread-block cluster primitives (SM90+; the launcher uses clusters only there).
@@ -158,6 +159,14 @@ __device__ __forceinline__ void st_async_to_cluster_block(float* local, uint64_t
 #endif
 }
 
+// Asks the L2 to fetch `bytes` (a multiple of 16) from 16-byte aligned global memory at `ptr`: one
+// instruction, no registers or shared memory to receive the data (SM90+).
+__device__ __forceinline__ void prefetch_to_l2(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes));
+#endif
+}
+
 // Sum of v over the lanes whose index differs in the bits of [from, to) (powers of two <= 32), lowest
 // bit first: one level of the pairwise tree per bit. Every lane of the warp must call it.
 __device__ __forceinline__ float butterfly_sum(float v, int from, int to) {
@@ -175,8 +184,17 @@ __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const 
   w[1] = load_input_vec(static_cast<const T*>(rp.weight) + offset[1]);
 }
 
-template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
+// PREFETCH (one chunk per thread, a block per row, long calls: rmsnorm_prefetch_rows): once the block
+// has read and reduced its row, thread 0 prefetches the x and residual rows of the block that will take
+// this block's place one round of resident blocks later into L2, so that DRAM keeps streaming while the
+// resident blocks normalize and store. Probe, H200, session 13 (benchmark/NOTES.md), µs without / with
+// PDL, H=7168 one chunk: M=4096 55.66 / 55.61 -> 53.13 / 52.83, M=16384 215.1 -> 203.3 / 202.9 (issued
+// at the row's start or two rounds ahead: slower; two-chunk blocks: slower). A kernel of its own: the
+// mere code of a runtime switch rescheduled the one-chunk kernel and slowed the small calls (M=1 H=7168
+// 1.95 / 1.49 -> 2.03 / 1.58).
+template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
+  static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
   constexpr int L = GS / kElemsPerThread;
   const RmsNormQuantParams& rp = args.p;
   const QuantParams& p = rp.quant;
@@ -305,6 +323,14 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       ss = k == 0 ? s : ieee_add(ss, s);
     }
     parity ^= 1;
+    if constexpr (PREFETCH) {  // a block per row (rows_per_block == 1, cluster == 1)
+      const int ahead = first + args.prefetch_rows;
+      if (threadIdx.x == 0 && ahead < args.num_rows) {
+        const uint32_t row_bytes = static_cast<uint32_t>(p.hidden) * sizeof(T);
+        prefetch_to_l2(static_cast<const T*>(p.input) + static_cast<int64_t>(ahead) * p.in_row_stride, row_bytes);
+        if (rp.residual) prefetch_to_l2(static_cast<const T*>(rp.residual) + static_cast<int64_t>(ahead) * p.hidden, row_bytes);
+      }
+    }
     SGLQ_PROBE_PHASE(2, ss);
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(p.hidden)), rp.norm_eps)));
     SGLQ_PROBE_PHASE(3, inv);
@@ -351,13 +377,22 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
 }
 
 // Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)
-// and for calls of at least 1024 long rows (H >= 6144): blocks of half the threads, so that more of
-// them share an SM and overlap one another's barrier. Probe, H200, session 6 (benchmark/NOTES.md), µs
-// one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384 217.6 / 207.4; but H=4096
-// M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x slower.
+// and for calls of 1024 to 4095 long rows (H >= 6144; above 8192 from 1024 rows on): blocks of half the
+// threads, so that more of them share an SM and overlap one another's barrier. Probe, H200, session 6
+// (benchmark/NOTES.md), µs one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384
+// 217.6 / 207.4; but H=4096 M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x
+// slower. From 4096 rows at H <= 8192 one chunk again, prefetching (rmsnorm_prefetch_rows): session 13,
+// µs without / with PDL, two chunks -> one prefetching: H=7168 M=4096 55.90 / 55.15 -> 53.27 / 52.99,
+// M=16384 205.3 / 204.0 -> 203.8 / 203.1, H=8192 M=4096 63.2 -> 60.6, M=16384 237.0 -> 231.2.
 inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
-  return num_chunks > kRmsNormMaxTeam || (num_chunks >= 384 && num_rows >= 1024) ? 2 : 1;
+  if (num_chunks > kRmsNormMaxTeam) return 2;
+  return num_chunks >= 384 && num_rows >= 1024 && (num_rows < 4096 || num_chunks > 512) ? 2 : 1;
 }
+
+// One-chunk calls prefetch (the PREFETCH kernel) when a block holds one row of H >= 4096 and the grid
+// has at least this many rounds of resident blocks (session 13: H=4096 M=16384, 31 rounds, 118.3 ->
+// 116.9 us; M=4096, 7.8 rounds, not measured to gain).
+constexpr int kRmsNormPrefetchMinRounds = 8;
 
 // Launches one variant: CHUNKS = 1 for H <= 16384 (16 * kRmsNormMaxTeam), CHUNKS = 2 for H >= 1024.
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
@@ -400,6 +435,21 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   args.team_log2 = team < 32 ? log2_of_power_of_two(team) : 10;
   args.rows_per_block = rows_per_block;
   args.cluster = cluster;
+  args.prefetch_rows = 0;
+  if constexpr (CHUNKS == 1) {
+    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, 1, true>;
+    if (opt.clusters && cluster == 1 && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
+        num_rows > static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // else too few rows to need the query
+      int occupancy = 0;
+      const cudaError_t err = resident_blocks_per_sm<prefetching>(threads, 0, opt, occupancy);
+      if (err != cudaSuccess) return err;
+      const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
+      if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
+        args.prefetch_rows = static_cast<int32_t>(resident);
+        return launch_kernel(prefetching, grid, threads, 0, opt, args, cluster);
+      }
+    }
+  }
   return launch_kernel(kernel, grid, threads, 0, opt, args, cluster);
 }
 

@@ -1,9 +1,9 @@
 """A representative subset of kernel launches for compute-sanitizer (memcheck / racecheck):
 every group size, dtype, output type and scale layout, fused SiLU, masked (with clamped counts),
-strided input, DSV4, empty inputs; the fused RMSNorm op with small (several rows per warp), one-warp,
-many-warp, cluster (distributed shared memory) and two-chunk teams, with and without residual and
-normed output. Exits non-zero if any result differs from the CPU op (on the paths where the two are
-exact)."""
+strided input, DSV4, empty inputs; masked with and without PDL; the fused RMSNorm op with
+small (several rows per warp), one-warp, many-warp, cluster (distributed shared memory) and two-chunk
+teams, with and without residual and normed output, and a long call (the prefetching kernel). Exits
+non-zero if any result differs from the CPU op (on the paths where the two are exact)."""
 import sys
 
 import torch
@@ -41,9 +41,11 @@ def main():
         m[-1] = rows + 9
         for layout in LAYOUTS:
             col, tma, ue8m0 = layout
-            sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=col, scale_tma_aligned=tma,
-                                                scale_ue8m0=ue8m0, fuse_silu_and_mul=True, masked_m=m)
-            launches += 1
+            for pdl in (True, False):
+                sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=col, scale_tma_aligned=tma,
+                                                    scale_ue8m0=ue8m0, fuse_silu_and_mul=True, masked_m=m,
+                                                    enable_pdl=pdl)
+                launches += 1
     for gs in (16, 32, 64, 128, 256):
         for h in (gs, 3 * gs, 7168 // gs * gs, 20480):
             for col, tma, ue8m0 in LAYOUTS:
@@ -63,6 +65,18 @@ def main():
                     failures += not ((ng is None or same(ng, nc)) and (rg is None or same(rg, rc)))
                     if ue8m0:
                         failures += not (same(qg, qc) and same(sg, sc))
+    # a long one-chunk call (3200 rows of 5120: 8 rounds of resident blocks): the kernel that prefetches rows
+    x = make_input((3200, 5120), torch.bfloat16, seed=5)
+    w = (make_input((5120,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
+    r = make_input((3200, 5120), torch.bfloat16, seed=6)
+    outs = []
+    for dev in ("cuda", "cpu"):
+        res = r.clone().to(dev)
+        out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), 128, residual=res, scale_ue8m0=True,
+                                                          column_major_scales=True, scale_tma_aligned=True)
+        outs.append((*out, res))
+    launches += 1
+    failures += not all(same(a, b) for a, b in zip(*outs))
     from sgl_quant import _C
     defaults = _C._launch_config()
     try:  # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)

@@ -3,8 +3,8 @@
 // benchmark: probe_util.cuh), next to an empty kernel and a bare load/store round trip of the M=1 bytes. Problems:
 // dense bf16 -> fp8 g128 with column-major fp32 scales (M=1..16384; two also row-major), and fused SiLU H=2048 with
 // packed UE8M0 scales, masked (the benchmark's counts; 256 x 128 with counts of its own) and dense
-// over the same valid rows; then the rest of issue 13's cases (M=8, M=1 H=7168, packed UE8M0 M=64..4096) and
-// row-major M=1.
+// over the same valid rows; then the rest of issue 13's cases (M=8, M=1 H=7168, packed UE8M0 M=64..4096),
+// row-major M=1, and masked SiLU with a few rows per expert (8 x 512, 32 x 256: decode-sized MoE).
 // Modes:
 //   all   (default) each problem without and with PDL, a steady-state chain of 10, a launch-shape sweep
 //   grid  PDL only, the problems under a few (threads x waves) shapes (waves cap masked grids only)
@@ -13,6 +13,7 @@
 //   redo  masked counts rewritten by a producer still running under PDL: same bytes as the final counts
 //   quick PDL only, every problem, three passes
 //   nopdl without PDL, every problem, three passes
+//   masked the masked problems only, without and with PDL, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //   phases  (built with -DSGLQ_PROBE_PHASES) where block 0's time goes at M=1 without PDL
 //   lean  issue 13: the kernel against two lean one-task kernels (least index math), M=1..256, both
@@ -299,13 +300,13 @@ Problem dense_problem(int M, int H, bool col = true, bool packed = false) {
 
 // Fused SiLU, H=2048, packed UE8M0 column-major scales; masked [E, rows, 2H] with the benchmark's
 // counts (make_masked_m(E, rows, seed=3)), or dense [M, 2H] over the same number of valid rows.
-Problem silu_problem(int E, int rows, const std::vector<int>& counts, bool masked) {
+Problem silu_problem(int E, int rows, const std::vector<int>& counts, bool masked, const std::string& tag = "") {
   Problem r;
   const int H = 2048, G = H / 128;
   int valid = 0;
   for (int c : counts) valid += c;
   const int outer = masked ? E : 1, per_outer = masked ? rows : valid, m_pad = (per_outer + 3) / 4 * 4;
-  r.name = masked ? "masked E" + std::to_string(E) + "x" + std::to_string(rows) : "dense silu M" + std::to_string(valid);
+  r.name = masked ? "masked E" + std::to_string(E) + "x" + std::to_string(rows) + tag : "dense silu M" + std::to_string(valid);
   QuantParams& p = r.p;
   p.input = device_bf16(static_cast<size_t>(outer) * per_outer * 2 * H);
   p.output_q = device_zeros(static_cast<size_t>(outer) * per_outer * H);
@@ -339,6 +340,9 @@ int main(int argc, char** argv) {
   const std::vector<int> c8 = {0, 88, 142, 438, 5, 40, 265, 512};  // make_masked_m(8, 512, seed=3)
   const std::vector<int> c32 = {0,   105, 86,  222, 149, 156, 151, 42,  172, 93,  22,  216, 173, 215, 166, 61,
                                 64,  81,  171, 4,   72,  139, 253, 47,  200, 235, 222, 148, 198, 147, 37,  256};
+  const std::vector<int> c8_few = {0, 3, 1, 7, 2, 0, 5, 4};
+  std::vector<int> c32_few(32);
+  for (int e = 0; e < 32; ++e) c32_few[e] = (e * 7) % 5;
   std::vector<int> c256(256);  // 256 experts x 128 rows: counts from a fixed LCG (not the benchmark's)
   for (uint32_t i = 0, x = 12345; i < 256; ++i) c256[i] = static_cast<int>((x = x * 1664525u + 1013904223u) >> 8) % 129;
   std::vector<Problem> probs = {dense_problem(1, 4096), dense_problem(64, 7168), dense_problem(256, 7168),
@@ -351,7 +355,9 @@ int main(int argc, char** argv) {
                                 dense_problem(8, 4096), dense_problem(1, 7168), dense_problem(8, 7168),
                                 dense_problem(64, 4096, true, true), dense_problem(64, 7168, true, true),
                                 dense_problem(256, 7168, true, true), dense_problem(4096, 4096, true, true),
-                                dense_problem(4096, 7168, true, true), dense_problem(1, 4096, false)};
+                                dense_problem(4096, 7168, true, true), dense_problem(1, 4096, false),
+                                // decode-sized MoE: a few rows per expert
+                                silu_problem(8, 512, c8_few, true, " few"), silu_problem(32, 256, c32_few, true, " few")};
   const Problem one_7168 = dense_problem(1, 7168);
   auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
@@ -555,6 +561,17 @@ int main(int argc, char** argv) {
     const bool pdl = mode == "quick";        // (the spread between passes is the noise)
     for (int pass = 0; pass < 3; ++pass) {
       for (const Problem& pr : probs) std::printf("pass %d %-24s %8.3f\n", pass, pr.name.c_str(), time_graph(ours(pr, pdl), 20));
+    }
+    return 0;
+  }
+  if (mode == "masked") {  // the masked problems only, without and with PDL, three passes
+    for (int pass = 0; pass < 3; ++pass) {
+      for (const Problem& pr : probs) {
+        if (pr.p.masked_m == nullptr) continue;
+        for (bool pdl : {false, true}) {
+          std::printf("pass %d %-24s %8.3f\n", pass, (pr.name + (pdl ? " PDL" : "")).c_str(), time_graph(ours(pr, pdl), 20));
+        }
+      }
     }
     return 0;
   }

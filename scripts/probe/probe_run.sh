@@ -5,7 +5,7 @@
 # VARIANTS (default "base"): one build per set of experiment macros (SGLQ_EXP_* switches placed in the
 # kernel header for an A/B; comma-separated within a variant). With more than one, every build must
 # write the same codes and scales as the first (dump + cmp), and the modes run for each build in turn,
-# twice over ("quick", "nopdl": a median per build and problem is printed last). A variant "-I<dir>"
+# twice over ("quick", "nopdl", "masked": a median per build and problem is printed last). A variant "-I<dir>"
 # builds against another version's headers (scripts/probe/headers_of.sh REF <dir>, here, before the call;
 # carry the folder): VARIANTS="-I.ab/main base" is the working tree against main.
 # NCU_PROBLEMS: Nsight Compute on the problems of those indices, for the first two builds, warm L2
@@ -57,8 +57,8 @@ if [[ -n "${NCU_PROBLEMS:-}" ]]; then
   done
 fi
 
-for f in "$OUT"/probe_quick.txt "$OUT"/probe_nopdl.txt; do  # median (and half the spread) per build and problem
-  [[ -f $f ]] || continue
+for f in "$OUT"/probe_*.txt; do  # median (and half the spread) per build and problem, for the modes of passes
+  grep -q " pass " "$f" || continue
   echo "== medians: $(basename "$f")"
   python3 - "$f" <<'PY'
 import collections, statistics, sys

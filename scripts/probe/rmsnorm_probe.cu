@@ -11,8 +11,8 @@
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
 //   rms once M H   one launch as dispatched (for ncu)
-//   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, one file
-//                  per shape (compare two builds with cmp)
+//   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, and of
+//                  three long calls (the prefetching kernel), one file per shape (compare two builds with cmp)
 // With -DSGLQ_PROBE_PHASES (mode "phases": only these), where block 0's time goes at M = 1, 64, 256
 // (%globaltimer at the kernel's phases, median of 50 launches), and when every block starts and ends.
 // For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs: benchmark/NOTES.md), or
@@ -133,17 +133,22 @@ int main(int argc, char** argv) {
   }
   if (mode == "dump") {  // codes, residual and scales of a few shapes as dispatched, into argv[2], for cmp across builds
     const std::string dir = argc > 2 ? argv[2] : ".";
+    std::vector<std::pair<int, int>> shapes;  // (H, M)
     for (int h : {256, 1024, 4096, 7168, 16384}) {
-      for (int m : {1, 5, 64, 1024}) {
-        const Outputs o = run_and_read(m, h, launcher(m, h, false));
-        const std::string path = dir + "/rms_h" + std::to_string(h) + "_m" + std::to_string(m) + ".bin";
-        FILE* f = std::fopen(path.c_str(), "wb");
-        if (f == nullptr) return 1;
-        bool ok = true;
-        for (const auto* v : {&o.codes, &o.residual, &o.scales}) ok = ok && std::fwrite(v->data(), 1, v->size(), f) == v->size();
-        std::fclose(f);
-        if (!ok) return 1;
-      }
+      for (int m : {1, 5, 64, 1024}) shapes.emplace_back(h, m);
+    }
+    for (auto hm : {std::make_pair(7168, 4096), std::make_pair(8192, 4200), std::make_pair(4096, 16384)}) {
+      shapes.push_back(hm);  // long one-chunk calls: the prefetching kernel
+    }
+    for (const auto& [h, m] : shapes) {
+      const Outputs o = run_and_read(m, h, launcher(m, h, false));
+      const std::string path = dir + "/rms_h" + std::to_string(h) + "_m" + std::to_string(m) + ".bin";
+      FILE* f = std::fopen(path.c_str(), "wb");
+      if (f == nullptr) return 1;
+      bool ok = true;
+      for (const auto* v : {&o.codes, &o.residual, &o.scales}) ok = ok && std::fwrite(v->data(), 1, v->size(), f) == v->size();
+      std::fclose(f);
+      if (!ok) return 1;
     }
     return 0;
   }
