@@ -258,8 +258,8 @@ def test_cuda_two_chunks_per_thread_same_bytes():
                                                        (16384, 4096, False, "row_ue8m0"), (5000, 6144, True, "col")])
 def test_cuda_prefetching_calls_same_bytes(m, hidden, normed, layout):
     """Long one-chunk calls (H = 4096 ... 8192, at least 8 rounds of resident blocks) run the kernel that
-    prefetches the next round's rows into L2: a row's bytes equal those of shorter calls, which run the
-    plain one-chunk kernel (or clusters, or two chunks per thread), and the CPU's (SPEC §6.3)."""
+    prefetches the next round's rows into L2: a row's bytes equal those of shorter calls, which run
+    clusters of blocks or the plain one-chunk kernel, and the CPU's (SPEC §6.3)."""
     x, w, r = make_case(m, hidden, torch.bfloat16, hidden + m, device="cuda")
     full = run_rmsnorm(x, w, 128, FP8, layout, residual=r, with_normed=normed)
     for rows in (slice(0, 1), slice(m - 64, m), slice(m // 2 - 500, m // 2 + 500)):

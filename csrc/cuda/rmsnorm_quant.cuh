@@ -15,14 +15,15 @@
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
 // Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
-// with CHUNKS = 2: H > 16384, and large calls; the team is then the power of two of half the padded
-// chunk count), 16 elements laid out as in v2 so that quantize_words applies unchanged:
-// group g = c / L, L = GS / 16 threads per group, lane j = c % L, elements [g*GS + j*8, +8) (vector u1)
-// and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree then falls out of the thread layout, one
-// bit of the vector index at a time: the low log2(L) bits are lane bits (shuffles on both vectors), the
-// next bit is u1 + u2 in the thread, the bits above are the remaining lane bits (shuffles), then the
-// warp index (a 32-lane butterfly over the warps' sums, from shared memory, padded with zeros), then
-// the chunk k (the team being a power of two, each chunk k covers an aligned half of the padded tree).
+// with CHUNKS = 2, rmsnorm_chunks_per_thread: H > 16384, and calls of 1024 to 4095 long rows; the team
+// is then the power of two of half the padded chunk count), 16 elements laid out as in v2 so that
+// quantize_words applies unchanged: group g = c / L, L = GS / 16 threads per group, lane j = c % L,
+// elements [g*GS + j*8, +8) (vector u1) and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree
+// then falls out of the thread layout, one bit of the vector index at a time: the low log2(L) bits are
+// lane bits (shuffles on both vectors), the next bit is u1 + u2 in the thread, the bits above are the
+// remaining lane bits (shuffles), then the warp index (a 32-lane butterfly over the warps' sums, from
+// shared memory, padded with zeros), then the chunk k (the team being a power of two, each chunk k
+// covers an aligned half of the padded tree).
 // Teams: up to 32 chunks, a power-of-two slice of a warp (several rows per 128-thread block); more, a
 // whole block of ceil(chunks / 32) warps, one row at a time, or, for calls of few long rows, a cluster
 // of C blocks (thread-block cluster, SM90+) of ceil(chunks / C / 32) warps each on C SMs: block rank b
@@ -184,14 +185,15 @@ __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const 
   w[1] = load_input_vec(static_cast<const T*>(rp.weight) + offset[1]);
 }
 
-// PREFETCH (one chunk per thread, a block per row, long calls: rmsnorm_prefetch_rows): once the block
-// has read and reduced its row, thread 0 prefetches the x and residual rows of the block that will take
-// this block's place one round of resident blocks later into L2, so that DRAM keeps streaming while the
-// resident blocks normalize and store. Probe, H200, session 13 (benchmark/NOTES.md), µs without / with
-// PDL, H=7168 one chunk: M=4096 55.66 / 55.61 -> 53.13 / 52.83, M=16384 215.1 -> 203.3 / 202.9 (issued
-// at the row's start or two rounds ahead: slower; two-chunk blocks: slower). A kernel of its own: the
-// mere code of a runtime switch rescheduled the one-chunk kernel and slowed the small calls (M=1 H=7168
-// 1.95 / 1.49 -> 2.03 / 1.58).
+// PREFETCH (one chunk per thread, a block per row, long calls: kRmsNormPrefetchMinRounds): once the
+// block has read and reduced its row, thread 0 prefetches the x and residual rows of the block that will
+// take this block's place one round of resident blocks later into L2, so that DRAM keeps streaming while
+// the resident blocks normalize and store. Probe, H200, session 13 (benchmark/NOTES.md), µs without /
+// with PDL, H=7168 one chunk: M=4096 55.66 / 55.61 -> 53.13 / 52.83, M=16384 215.1 -> 203.3 / 202.9
+// (issued at the row's start or two rounds ahead: slower; two-chunk blocks: slower); session 14, as
+// dispatched against the two-chunk kernel of before: M=4096 56.28 / 55.21 -> 53.32 / 52.87. A kernel of
+// its own: the mere code of a runtime switch rescheduled the one-chunk kernel and slowed the small
+// calls (M=1 H=7168 1.95 / 1.49 -> 2.03 / 1.58).
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
@@ -381,7 +383,7 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
 // threads, so that more of them share an SM and overlap one another's barrier. Probe, H200, session 6
 // (benchmark/NOTES.md), µs one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384
 // 217.6 / 207.4; but H=4096 M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x
-// slower. From 4096 rows at H <= 8192 one chunk again, prefetching (rmsnorm_prefetch_rows): session 13,
+// slower. From 4096 rows at H <= 8192 one chunk again, prefetching (kRmsNormPrefetchMinRounds): session 13,
 // µs without / with PDL, two chunks -> one prefetching: H=7168 M=4096 55.90 / 55.15 -> 53.27 / 52.99,
 // M=16384 205.3 / 204.0 -> 203.8 / 203.1, H=8192 M=4096 63.2 -> 60.6, M=16384 237.0 -> 231.2.
 inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
