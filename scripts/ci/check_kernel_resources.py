@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
+KERNELS_PER_FILE = {"per_token_group_quant_kernel": 24, "rmsnorm_quant_kernel": 36}
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
 FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
@@ -64,13 +65,16 @@ def main(argv=None):
         family = "rmsnorm_quant_kernel" if "rmsnorm" in source.name else "per_token_group_quant_kernel"
         kernels = [r for r in rows if family in r[0]]
         # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file;
-        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {1, 2 chunks per thread}
-        if len(kernels) != 24:
-            errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected 24")
+        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {1 chunk per thread, 1 prefetching, 2}
+        expected = KERNELS_PER_FILE[family]
+        if len(kernels) != expected:
+            errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected {expected}")
         for name, regs, spills in kernels:
             if family == "rmsnorm_quant_kernel":
-                chunks = re.search(r"ELi([12])EEEvNS_", name).group(1)
-                key, bound = (arch, f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}", ""), MAX_RMSNORM_REGISTERS
+                flags = re.search(r"ELi([12])ELb([01])EEEvNS_", name)  # template arguments CHUNKS, PREFETCH
+                chunks, prefetch = flags.group(1), flags.group(2) == "1"
+                kind = f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
+                key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
             else:
                 flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
                 silu, masked = flags.group(1) == "1", flags.group(2) == "1"
@@ -81,8 +85,9 @@ def main(argv=None):
             if regs > bound:
                 errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {bound}")
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
-        print(f"sm_{arch} {kind:>17} {layout:>6}: at most {regs} registers (bound {bound})")
-    return finish("kernel resources", errors, f": {len(sources)} files x {len(archs)} archs, 24 kernels each, no spills")
+        print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
+    return finish("kernel resources", errors,
+                  f": {len(sources)} files x {len(archs)} archs, 24 (v2) or 36 (RMSNorm) kernels each, no spills")
 
 
 if __name__ == "__main__":
