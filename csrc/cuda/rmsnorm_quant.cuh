@@ -448,7 +448,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
       const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
       if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
         args.prefetch_rows = static_cast<int32_t>(resident);
-        return launch_kernel(prefetching, grid, threads, 0, opt, args, cluster);
+        return launch_kernel(prefetching, grid, threads, 0, opt, args);  // cluster == 1
       }
     }
   }

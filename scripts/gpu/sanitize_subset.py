@@ -18,6 +18,21 @@ def same(a, b):
     return torch.equal(c_order_copy(a.cpu()).view(torch.uint8), c_order_copy(b.cpu()).view(torch.uint8))
 
 
+def fused_same_on_cuda_and_cpu(rows, h, seed, **kw):
+    """One UE8M0 fused add + RMSNorm -> quant call with residual on CUDA and on the CPU: every output
+    (codes, scales, normed if asked, residual) the same bytes."""
+    x = make_input((rows, h), torch.bfloat16, seed=seed)
+    w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
+    r = make_input((rows, h), torch.bfloat16, seed=seed + 1)
+    outs = []
+    for dev in ("cuda", "cpu"):
+        res = r.clone().to(dev)
+        out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), 128, residual=res, scale_ue8m0=True,
+                                                          **kw)
+        outs.append((*out, res))
+    return all(same(a, b) for a, b in zip(*outs))
+
+
 def main():
     failures = 0
     launches = 0
@@ -66,34 +81,16 @@ def main():
                     if ue8m0:
                         failures += not (same(qg, qc) and same(sg, sc))
     # a long one-chunk call (3200 rows of 5120: 8 rounds of resident blocks): the kernel that prefetches rows
-    x = make_input((3200, 5120), torch.bfloat16, seed=5)
-    w = (make_input((5120,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
-    r = make_input((3200, 5120), torch.bfloat16, seed=6)
-    outs = []
-    for dev in ("cuda", "cpu"):
-        res = r.clone().to(dev)
-        out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), 128, residual=res, scale_ue8m0=True,
-                                                          column_major_scales=True, scale_tma_aligned=True)
-        outs.append((*out, res))
+    failures += not fused_same_on_cuda_and_cpu(3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True)
     launches += 1
-    failures += not all(same(a, b) for a, b in zip(*outs))
     from sgl_quant import _C
     defaults = _C._launch_config()
     try:  # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
         for cluster in (3, 4, 8):
             _C._set_launch_config(defaults[0], defaults[1], defaults[2], cluster)
             for h in (2048, 16384):
-                x = make_input((5, h), torch.bfloat16, seed=h + cluster)
-                w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
-                r = make_input((5, h), torch.bfloat16, seed=2)
-                outs = []
-                for dev in ("cuda", "cpu"):
-                    res = r.clone().to(dev)
-                    out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), 128, residual=res,
-                                                                      scale_ue8m0=True, return_normed=True)
-                    outs.append((*out, res))
+                failures += not fused_same_on_cuda_and_cpu(5, h, h + cluster, return_normed=True)
                 launches += 1
-                failures += not all(same(a, b) for a, b in zip(*outs))
     finally:
         _C._set_launch_config(*defaults)
     base = make_input((9, 6, 512), torch.float16, seed=3, device="cuda")
