@@ -441,7 +441,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   if constexpr (CHUNKS == 1) {
     constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, 1, true>;
     if (opt.clusters && cluster == 1 && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
-        num_rows > static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // else too few rows to need the query
+        num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
       int occupancy = 0;
       const cudaError_t err = resident_blocks_per_sm<prefetching>(threads, 0, opt, occupancy);
       if (err != cudaSuccess) return err;
