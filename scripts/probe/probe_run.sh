@@ -23,7 +23,7 @@ for i in "${!variants[@]}"; do [[ -x /tmp/probe_$i ]] || { echo "build of ${vari
 
 if (( ${#variants[@]} > 1 )); then
   for i in "${!variants[@]}"; do
-    mkdir -p "/tmp/dump_$i" && "/tmp/probe_$i" dump "/tmp/dump_$i"
+    rm -rf "/tmp/dump_$i" && mkdir -p "/tmp/dump_$i" && "/tmp/probe_$i" dump "/tmp/dump_$i"  # no files of an earlier probe
     (( i == 0 )) && continue
     for f in /tmp/dump_0/*.bin; do
       cmp -s "$f" "/tmp/dump_$i/$(basename "$f")" || echo "DIFFERENT bytes: ${variants[$i]} $(basename "$f")"

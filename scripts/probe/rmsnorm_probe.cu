@@ -3,6 +3,7 @@
 // benchmark (CUDA-graph replay, median; probe_util.cuh), without and with PDL.
 //   rms            M = 1 ... 16384 at H = 7168 and 4096: as dispatched, with one and with two chunks per thread
 //   rms normed     H = 7168 as dispatched, without and with output_normed
+//   rms mid        M = 1024 ... 4096 around the L2 size and rows of H = 12288, 16384, without and with output_normed
 //   rms sweep      M = 1, 64, 256 in clusters of 1, 2, 4, 8 blocks (LaunchOptions::rmsnorm_cluster)
 //   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
 //                  equal those of one block per row, over H = 256 ... 16384 and M = 1, 5, 64, 1024 (exits 1
@@ -206,6 +207,20 @@ int main(int argc, char** argv) {
                     time_graph(launcher(m, 7168, true), 20));
       }
     }
+    return 0;
+  }
+  if (mode == "mid") {  // calls around the L2 size and long rows, as dispatched, without and with output_normed
+    std::printf("%-22s %7s %9s %9s\n", "problem", "normed", "us", "us PDL");
+    const int shapes[][2] = {{1024, 7168}, {2048, 7168}, {3072, 7168}, {1024, 4096}, {2048, 4096},
+                             {1024, 12288}, {4096, 12288}, {1024, 16384}, {4096, 16384}};
+    for (int nm : {0, 1}) {
+      with_normed = nm == 1;
+      for (const auto& mh : shapes) {
+        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", mh[0], mh[1], nm, time_graph(launcher(mh[0], mh[1], false), 20),
+                    time_graph(launcher(mh[0], mh[1], true), 20));
+      }
+    }
+    with_normed = false;
     return 0;
   }
   if (mode != "phases") {  // the default table ("phases": only the SGLQ_PROBE_PHASES output below)
