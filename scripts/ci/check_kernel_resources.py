@@ -87,7 +87,8 @@ def main(argv=None):
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
         print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
-                  f": {len(sources)} files x {len(archs)} archs, 24 (v2) or 36 (RMSNorm) kernels each, no spills")
+                  f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['per_token_group_quant_kernel']} (v2) "
+                  f"or {KERNELS_PER_FILE['rmsnorm_quant_kernel']} (RMSNorm) kernels each, no spills")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/rmsnorm_quant.cuh"
@@ -198,29 +199,25 @@ int main(int argc, char** argv) {
     CK(cudaDeviceSynchronize());
     return 0;
   }
-  if (mode == "normed") {  // H = 7168 as dispatched, without and with output_normed
+  // Modes "normed" and "mid": the shapes {M, H} as dispatched, without and then with output_normed.
+  auto normed_table = [&](const std::vector<std::pair<int, int>>& shapes) {
     std::printf("%-22s %7s %9s %9s\n", "problem", "normed", "us", "us PDL");
     for (int nm : {0, 1}) {
       with_normed = nm == 1;
-      for (int m : {1, 64, 256, 1024, 4096, 16384}) {
-        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", m, 7168, nm, time_graph(launcher(m, 7168, false), 20),
-                    time_graph(launcher(m, 7168, true), 20));
-      }
-    }
-    return 0;
-  }
-  if (mode == "mid") {  // calls around the L2 size and long rows, as dispatched, without and with output_normed
-    std::printf("%-22s %7s %9s %9s\n", "problem", "normed", "us", "us PDL");
-    const int shapes[][2] = {{1024, 7168}, {2048, 7168}, {3072, 7168}, {1024, 4096}, {2048, 4096},
-                             {1024, 12288}, {4096, 12288}, {1024, 16384}, {4096, 16384}};
-    for (int nm : {0, 1}) {
-      with_normed = nm == 1;
-      for (const auto& mh : shapes) {
-        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", mh[0], mh[1], nm, time_graph(launcher(mh[0], mh[1], false), 20),
-                    time_graph(launcher(mh[0], mh[1], true), 20));
+      for (const auto& [m, h] : shapes) {
+        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", m, h, nm, time_graph(launcher(m, h, false), 20),
+                    time_graph(launcher(m, h, true), 20));
       }
     }
     with_normed = false;
+  };
+  if (mode == "normed") {  // H = 7168
+    normed_table({{1, 7168}, {64, 7168}, {256, 7168}, {1024, 7168}, {4096, 7168}, {16384, 7168}});
+    return 0;
+  }
+  if (mode == "mid") {  // calls around the L2 size and long rows
+    normed_table({{1024, 7168}, {2048, 7168}, {3072, 7168}, {1024, 4096}, {2048, 4096},
+                  {1024, 12288}, {4096, 12288}, {1024, 16384}, {4096, 16384}});
     return 0;
   }
   if (mode != "phases") {  // the default table ("phases": only the SGLQ_PROBE_PHASES output below)
