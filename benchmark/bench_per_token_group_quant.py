@@ -85,13 +85,21 @@ def cases(quick):
     masked = [(256, 128), (32, 256), (8, 512)] if quick else [(e, r) for e in (8, 32, 256) for r in (128, 256, 1024)]
     for e, rows in masked:
         out.append(dict(kind="masked", name=f"masked-silu-E{e}x{rows}-H2048-col_ue8m0", e=e, rows=rows, h=2048,
-                        layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
+                        max_count=rows, layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
+    for e, rows in ((8, 512), (32, 256)):  # decode-sized MoE: at most 7 valid rows per expert
+        out.append(dict(kind="masked", name=f"masked-silu-E{e}x{rows}-decode-H2048-col_ue8m0", e=e, rows=rows, h=2048,
+                        max_count=7, layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
     for t in (1, 64, 4096, 16384):
         out.append(dict(kind="dsv4", name=f"dsv4-T{t}-G8-D4096", t=t, g=8, d=4096, dtype=torch.bfloat16, m=t * 8))
     for pdl in (True, False):
         out.append(dict(kind="chain", name=f"chain10-{'pdl' if pdl else 'nopdl'}-M1-H4096", pdl=pdl, m=1, h=4096,
                         layout="col_f32", dtype=torch.bfloat16))
     return out
+
+
+def masked_counts(c, device="cpu"):
+    """The masked case's valid rows per expert: make_masked_m's counts up to c["max_count"] (SPEC §5: seed 3)."""
+    return make_masked_m(c["e"], c["max_count"], seed=3, device=device)
 
 
 def min_bytes(c):
@@ -105,7 +113,7 @@ def min_bytes(c):
     s_bytes = 4 * ((g + 3) // 4) if c.get("layout") == "col_ue8m0" else 4 * g
     rows = c["m"]
     if c["kind"] == "masked":
-        rows = int(make_masked_m(c["e"], c["rows"], seed=3).clamp(0, c["rows"]).sum())
+        rows = int(masked_counts(c).clamp(0, c["rows"]).sum())
     per_call = rows * (2 * k + h + s_bytes)
     return per_call * (10 if c["kind"] == "chain" else 1)
 
@@ -121,7 +129,7 @@ def build(c, device, pdl):
     k = 2 * h if c.get("silu") else h
     if c["kind"] == "masked":
         x = make_input((c["e"], c["rows"], k), dt, seed=1, device=device)
-        masked_m = make_masked_m(c["e"], c["rows"], seed=3, device=device)
+        masked_m = masked_counts(c, device)
         q_shape = (c["e"], c["rows"], h)
     else:
         x = make_input((c["m"], k), dt, seed=1, device=device)

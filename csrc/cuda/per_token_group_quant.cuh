@@ -505,11 +505,14 @@ __device__ __forceinline__ void load_and_quantize_task(const QuantParams& p, con
 // benchmark/NOTES.md v8b).
 // Dense and masked layouts are separate kernels (MASKED): each gets its own register allocation, so
 // the masked layout's bookkeeping never costs the dense kernel registers or occupancy.
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
+// FINAL_COUNTS (masked only): the launch is not programmatic (no PDL), so the counts a warp reads
+// first are final and blocks past the last task exit right after reading them (see below).
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED, bool FINAL_COUNTS = false>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_group_quant_kernel(const KernelArgs args) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
                 "group size must be 16 * a power of two, at most 512");
+  static_assert(MASKED || !FINAL_COUNTS, "only masked launches read counts");
   const QuantParams& p = args.p;
   const int sub = threadIdx.x / kThreadsPerGroup;
   const int lane = threadIdx.x % kThreadsPerGroup;
@@ -517,6 +520,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
   // Masked: loop bounds are uniform over the block, so every warp reaches the shuffles together.
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * groups_per_block;
   int64_t first = static_cast<int64_t>(blockIdx.x) * groups_per_block;
+  SGLQ_PROBE_BLOCK(0);
 
   if constexpr (!MASKED) {
     // Dense: one task per sub-warp. The launcher never makes more blocks than tasks, so every block
@@ -540,6 +544,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // its stores instead of reconverging for the loop test.
     quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
     SGLQ_PROBE_PHASE(3, 0.0f);
+    SGLQ_PROBE_BLOCK(1);
   } else if (p.num_outer <= kWarpScanMaxExperts) {
     // Masked, at most 32 experts: every warp scans the counts itself (one load, a warp sum, at most
     // five shuffles), so no shared memory and no barriers stand between the counts and the inputs.
@@ -553,6 +558,18 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     const int num_experts = static_cast<int>(p.num_outer);
     const int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
+    if constexpr (FINAL_COUNTS) {
+      // Without PDL the counts are final: a block past the last task exits now, before the prefix and
+      // the lookup. Decode-sized MoE calls (a few rows per expert) launch mostly such blocks, whose
+      // instructions otherwise take the issue slots of the SMs that hold the working ones (probe,
+      // H200, no PDL, µs: 8 x 512 with 22 valid rows 2.74 -> 2.43, 32 x 256 with 117 rows 2.83 -> 2.54;
+      // benchmark/NOTES.md session 17). A kernel of its own: the same exit under PDL (after the wait
+      // and the second read) made 8 x 512 with PDL slower, 3.70 -> 3.81, through code not on its path.
+      if (first >= num_tasks) {
+        SGLQ_PROBE_BLOCK(1);
+        return;
+      }
+    }
     int exclusive = warp_exclusive_prefix(guess, num_experts);
     bool valid = first + sub < num_tasks;
     Task<T> t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
@@ -567,13 +584,17 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
       t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
       in = load_task_input<T, GS, SILU>(p, t, lane, valid);
     }
-    if (first >= num_tasks) return;  // no task for this block (the counts are the same in all its warps now)
+    if (first >= num_tasks) {  // no task for this block (the counts are the same in all its warps now)
+      SGLQ_PROBE_BLOCK(1);
+      return;
+    }
     quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
     for (first += grid_stride; first < num_tasks; first += grid_stride) {
       valid = first + sub < num_tasks;
       t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : num_tasks - 1);
       load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
+    SGLQ_PROBE_BLOCK(1);
   } else {
     // Masked, many experts: each block prefix-sums the clamped counts in shared memory and finds a
     // row's expert by binary search.
@@ -680,14 +701,11 @@ cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem,
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
-// Launches one kernel variant; MASKED must say whether p.masked_m is set. Returns the CUDA error of
-// the launch (cudaSuccess when fine).
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
-cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& requested) {
+// Launch shape and arguments of one call of `kernel` (a per_token_group_quant_kernel variant of group
+// size GS, scale kind SK, layout MASKED), with the options it can use.
+template <auto kernel, int GS, ScaleKind SK, bool MASKED>
+cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
-  if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
-  constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
-  const LaunchOptions opt = options_for<kernel>(requested);
   // Rows-first task order (KernelArgs) for dense column-major fp32 scales, in units of up to 32 rows,
   // so that a block of 256 threads writes whole 128-byte lines of scales (probe, H200: M=16384,
   // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp).
@@ -756,6 +774,20 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   args.rows_first_log2 = rows_first_log2;
   args.pdl = opt.pdl ? 1 : 0;
   return launch_kernel(kernel, grid, threads, smem, opt, args);
+}
+
+// Launches one kernel variant; MASKED must say whether p.masked_m is set. Returns the CUDA error of
+// the launch (cudaSuccess when fine). Masked calls without PDL run the FINAL_COUNTS kernel.
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
+cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& requested) {
+  if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
+  constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
+  const LaunchOptions opt = options_for<kernel>(requested);
+  if constexpr (MASKED) {
+    constexpr auto final_counts_kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, true, true>;
+    if (!opt.pdl) return launch_quant_kernel<final_counts_kernel, GS, SK, true>(p, opt);
+  }
+  return launch_quant_kernel<kernel, GS, SK, MASKED>(p, opt);
 }
 
 // Every variant of one group size and layout (MASKED): {bf16, fp16} x {fp8, int8} x {3 scale kinds} x

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
-KERNELS_PER_FILE = {"per_token_group_quant_kernel": 24, "rmsnorm_quant_kernel": 36}
+# kernels per instantiation file: v2 dense, v2 masked (with and without PDL: FINAL_COUNTS), RMSNorm
+KERNELS_PER_FILE = {"dense": 24, "masked": 48, "rmsnorm": 36}
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
 FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
@@ -62,11 +63,13 @@ def main(argv=None):
 
     errors, worst = [], {}
     for (source, arch), rows in zip(jobs, reports):
-        family = "rmsnorm_quant_kernel" if "rmsnorm" in source.name else "per_token_group_quant_kernel"
+        layout = re.search(r"_(dense|masked|rmsnorm)\.cu$", source.name).group(1)
+        family = "rmsnorm_quant_kernel" if layout == "rmsnorm" else "per_token_group_quant_kernel"
         kernels = [r for r in rows if family in r[0]]
-        # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file;
+        # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file, and for the
+        # masked layout each of them also as the no-PDL FINAL_COUNTS kernel;
         # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {1 chunk per thread, 1 prefetching, 2}
-        expected = KERNELS_PER_FILE[family]
+        expected = KERNELS_PER_FILE[layout]
         if len(kernels) != expected:
             errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected {expected}")
         for name, regs, spills in kernels:
@@ -76,7 +79,7 @@ def main(argv=None):
                 kind = f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
                 key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
             else:
-                flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
+                flags = re.search(r"ELb([01])ELb([01])ELb[01]EEEv", name)  # template arguments SILU, MASKED, FINAL_COUNTS
                 silu, masked = flags.group(1) == "1", flags.group(2) == "1"
                 key, bound = (arch, "fused SiLU" if silu else "plain", "masked" if masked else "dense"), MAX_REGISTERS[silu]
             worst[key] = (max(worst.get(key, (0, 0))[0], regs), bound)
@@ -87,8 +90,9 @@ def main(argv=None):
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
         print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
-                  f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['per_token_group_quant_kernel']} (v2) "
-                  f"or {KERNELS_PER_FILE['rmsnorm_quant_kernel']} (RMSNorm) kernels each, no spills")
+                  f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['dense']} (v2 dense), "
+                  f"{KERNELS_PER_FILE['masked']} (v2 masked) or {KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, "
+                  "no spills")
 
 
 if __name__ == "__main__":

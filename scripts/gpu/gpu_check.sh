@@ -26,7 +26,7 @@ STEPS=${STEPS:-"build tests sanitizer redo bench"}  # "ncu" adds an Nsight Compu
 NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: dense or masked
 BENCH_ARGS=${BENCH_ARGS:-}
 # BENCHES: which benchmarks step "bench" runs: v2 (bench_per_token_group_quant.py), rms (bench_rmsnorm_quant.py)
-TEST_FILES=${TEST_FILES:-"test_errors test_golden test_gpu test_rmsnorm test_torch_integration test_dsv4 test_compat test_cpu_ops"}
+TEST_FILES=${TEST_FILES:-"test_errors test_golden test_gpu test_rmsnorm test_torch_integration test_dsv4 test_compat test_cpu_ops test_multi_gpu"}
 summary=()
 t_start=$(date +%s)
 
@@ -61,10 +61,12 @@ if [[ " $STEPS " == *" tests "* ]]; then
   xdist=$($PY -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / ${TEST_WORKERS:-8} ))}  # no oversubscription by the workers' CPU ops
   for f in $TEST_FILES; do
-    echo "== tests/$f.py" >>"$OUT/tests.log"
-    (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs -p no:cacheprovider $xdist) >>"$OUT/tests.log" 2>&1
-    rc=$?; echo "rc=$rc" >>"$OUT/tests.log"
-    summary+=("$(printf 'tests      rc=%-3s %-26s %s' "$rc" "$f" "$(grep -E '[0-9]+ (passed|failed)' "$OUT/tests.log" | tail -1)")")
+    part=$(mktemp)
+    (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs -p no:cacheprovider $xdist) >"$part" 2>&1
+    rc=$?; { echo "== tests/$f.py"; cat "$part"; echo "rc=$rc"; } >>"$OUT/tests.log"
+    # this file's own result line (a file whose tests all skip has no "passed")
+    summary+=("$(printf 'tests      rc=%-3s %-26s %s' "$rc" "$f" "$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$part" | tail -1)")")
+    rm -f "$part"
   done
   summary+=("tests      total $(( $(date +%s) - t0 ))s")
 fi

@@ -16,6 +16,7 @@
 //   masked the masked problems only, without and with PDL, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
 //   phases  (built with -DSGLQ_PROBE_PHASES) where block 0's time goes at M=1 without PDL
+//   blocks  (built with -DSGLQ_PROBE_PHASES) every block's start and end: dense, masked, decode-sized masked
 //   lean  issue 13: the kernel against two lean one-task kernels (least index math), M=1..256, both
 //         launch modes, three passes (and their phases when built with -DSGLQ_PROBE_PHASES)
 //   lean8 issue 13: lean kernels with the reference's 16 threads x 8 elements per group, with plain
@@ -357,7 +358,8 @@ int main(int argc, char** argv) {
                                 dense_problem(256, 7168, true, true), dense_problem(4096, 4096, true, true),
                                 dense_problem(4096, 7168, true, true), dense_problem(1, 4096, false),
                                 // decode-sized MoE: a few rows per expert
-                                silu_problem(8, 512, c8_few, true, " few"), silu_problem(32, 256, c32_few, true, " few")};
+                                silu_problem(8, 512, c8_few, true, " few"), silu_problem(32, 256, c32_few, true, " few"),
+                                silu_problem(8, 512, c8_few, false)};  // dense over the decode-sized rows
   const Problem one_7168 = dense_problem(1, 7168);
   auto ours = [num_sms](const Problem& pr, bool pdl, int threads = 0, int waves = 0) {
     return [&pr, pdl, num_sms, threads, waves](cudaStream_t st) {
@@ -553,6 +555,41 @@ int main(int argc, char** argv) {
         std::sort(d[k].begin(), d[k].end());
         std::printf("phase %-10s %-24s %8.0f ns (median of 50)\n", pr->name.c_str(), names[k], d[k][25]);
       }
+    }
+    return 0;
+  }
+  if (mode == "blocks") {  // every block's start and end (thread 0, %globaltimer), single launches without PDL
+    std::printf("%-26s %6s %10s %10s %10s %10s %8s %8s\n", "problem", "blocks", "last start", "median run", "max run",
+                "last end", "us", "us PDL");
+    std::vector<unsigned long long> t(2 * kProbeMaxBlocks);
+    void* blocks_addr = nullptr;
+    CK(cudaGetSymbolAddress(&blocks_addr, g_probe_blocks));
+    for (int i : {0, 13, 6, 7, 8, 9, 22, 24, 23}) {
+      const Problem& pr = probs[i];
+      std::vector<double> n, last_start, dur_med, dur_max, last_end;
+      for (int rep = 0; rep < 21; ++rep) {
+        CK(cudaMemset(blocks_addr, 0, t.size() * 8));
+        ours(pr, false)(0);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpyFromSymbol(t.data(), g_probe_blocks, t.size() * 8));
+        unsigned long long t0 = ~0ull;
+        int nb = 0;
+        for (int b = 0; b < kProbeMaxBlocks && t[2 * b] != 0; ++b, ++nb) t0 = std::min(t0, t[2 * b]);
+        std::vector<double> dur;
+        double ls = 0, le = 0;
+        for (int b = 0; b < nb; ++b) {
+          ls = std::max(ls, double(t[2 * b] - t0));
+          le = std::max(le, double(t[2 * b + 1] - t0));
+          dur.push_back(double(t[2 * b + 1] - t[2 * b]));
+        }
+        std::sort(dur.begin(), dur.end());
+        n.push_back(nb), last_start.push_back(ls), dur_med.push_back(dur[dur.size() / 2]);
+        dur_max.push_back(dur.back()), last_end.push_back(le);
+      }
+      auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+      std::printf("%-26s %6.0f %7.0f ns %7.0f ns %7.0f ns %7.0f ns %8.3f %8.3f\n", pr.name.c_str(), med(n),
+                  med(last_start), med(dur_med), med(dur_max), med(last_end), time_graph(ours(pr, false), 20),
+                  time_graph(ours(pr, true), 20));
     }
     return 0;
   }

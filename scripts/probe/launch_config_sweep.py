@@ -4,6 +4,8 @@ their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s
 
     python scripts/probe/launch_config_sweep.py v2    # masked 8x512 / 32x256 block sizes, small dense calls
     python scripts/probe/launch_config_sweep.py rms   # the fused op's grid cap (waves) at M = 1024 ... 16384
+    python scripts/probe/launch_config_sweep.py masked  # masked block sizes over every masked shape, decode-sized counts too
+    python scripts/probe/launch_config_sweep.py rms-cluster  # the fused op's blocks per row at M = 64 ... 1024, normed or not
 """
 import statistics
 import sys
@@ -33,11 +35,44 @@ def both_modes(label, build_for_pdl, shape):
     print(f"{label:60s} noPDL {no_pdl:8.3f}  PDL {pdl:8.3f}", flush=True)
 
 
+def masked_build(e, rows, counts):
+    """A masked SiLU call (H=2048, packed UE8M0 scales, as the benchmark's) with the given counts."""
+    def build(pdl):
+        x = v2.make_input((e, rows, 2 * 2048), torch.bfloat16, seed=1, device="cuda")
+        masked_m = counts.to(device="cuda", dtype=torch.int32)
+        q = torch.empty((e, rows, 2048), dtype=v2.FP8, device="cuda")
+        s = v2.sgl_quant.create_scale_tensor(q.shape, 128, "cuda", True, True, True)
+        return lambda: v2.sgl_quant.per_token_group_quant_8bit_v2(x, q, s, 128, scale_ue8m0=True, fuse_silu_and_mul=True,
+                                                                  masked_m=masked_m, enable_pdl=pdl)
+    return build
+
+
+def masked_sweep(d):
+    """Block sizes of the masked kernels (the automatic choice: 256 threads) on the benchmark's shapes
+    and counts, and on decode-sized counts (a few rows per expert)."""
+    shapes = [(e, r, v2.make_masked_m(e, r, seed=3)) for e, r in ((8, 512), (32, 256), (256, 128), (8, 128), (32, 1024))]
+    gen = torch.Generator().manual_seed(7)
+    shapes += [(e, r, torch.randint(0, 8, (e,), generator=gen)) for e, r in ((8, 512), (32, 256), (256, 128))]
+    for e, rows, counts in shapes:
+        label = f"masked E{e}x{rows} valid rows {int(counts.clamp(0, rows).sum())}"
+        for threads in (0, 64, 96, 128, 192, 512):
+            both_modes(f"{label} threads {threads}", masked_build(e, rows, counts), (threads, d[1], d[2], d[3]))
+
+
 def main(which):
     v2.settle_graph_state()
     d = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
     print("defaults", d, flush=True)
-    if which == "v2":
+    if which == "masked":
+        masked_sweep(d)
+    elif which == "rms-cluster":
+        for m in (64, 128, 256, 512, 1024):
+            for normed in (False, True):
+                c = dict(m=m, h=7168, dtype=torch.bfloat16, normed=normed)
+                for cluster in (0, 1, 2, 4):
+                    both_modes(f"rmsnorm M={m} H=7168 normed={normed} cluster {cluster}",
+                               lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+    elif which == "v2":
         masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32)]
         for c in masked:
             for threads, masked_waves in ((0, 1), (64, 1), (96, 1), (128, 1), (160, 1), (192, 1), (512, 1), (0, 2), (0, 4)):
