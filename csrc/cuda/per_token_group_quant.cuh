@@ -562,7 +562,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
       // Without PDL the counts are final: a block past the last task exits now, before the prefix and
       // the lookup. Decode-sized MoE calls (a few rows per expert) launch mostly such blocks, whose
       // instructions otherwise take the issue slots of the SMs that hold the working ones (probe,
-      // H200, no PDL, µs: 8 x 512 with 22 valid rows 2.74 -> 2.43, 32 x 256 with 117 rows 2.83 -> 2.54;
+      // H200, no PDL, µs: 8 x 512 with 22 valid rows 2.72 -> 2.39, 32 x 256 with 117 rows 2.81 -> 2.53;
       // benchmark/NOTES.md session 17). A kernel of its own: the same exit under PDL (after the wait
       // and the second read) made 8 x 512 with PDL slower, 3.70 -> 3.81, through code not on its path.
       if (first >= num_tasks) {

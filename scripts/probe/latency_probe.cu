@@ -561,34 +561,11 @@ int main(int argc, char** argv) {
   if (mode == "blocks") {  // every block's start and end (thread 0, %globaltimer), single launches without PDL
     std::printf("%-26s %6s %10s %10s %10s %10s %8s %8s\n", "problem", "blocks", "last start", "median run", "max run",
                 "last end", "us", "us PDL");
-    std::vector<unsigned long long> t(2 * kProbeMaxBlocks);
-    void* blocks_addr = nullptr;
-    CK(cudaGetSymbolAddress(&blocks_addr, g_probe_blocks));
     for (int i : {0, 13, 6, 7, 8, 9, 22, 24, 23}) {
       const Problem& pr = probs[i];
-      std::vector<double> n, last_start, dur_med, dur_max, last_end;
-      for (int rep = 0; rep < 21; ++rep) {
-        CK(cudaMemset(blocks_addr, 0, t.size() * 8));
-        ours(pr, false)(0);
-        CK(cudaDeviceSynchronize());
-        CK(cudaMemcpyFromSymbol(t.data(), g_probe_blocks, t.size() * 8));
-        unsigned long long t0 = ~0ull;
-        int nb = 0;
-        for (int b = 0; b < kProbeMaxBlocks && t[2 * b] != 0; ++b, ++nb) t0 = std::min(t0, t[2 * b]);
-        std::vector<double> dur;
-        double ls = 0, le = 0;
-        for (int b = 0; b < nb; ++b) {
-          ls = std::max(ls, double(t[2 * b] - t0));
-          le = std::max(le, double(t[2 * b + 1] - t0));
-          dur.push_back(double(t[2 * b + 1] - t[2 * b]));
-        }
-        std::sort(dur.begin(), dur.end());
-        n.push_back(nb), last_start.push_back(ls), dur_med.push_back(dur[dur.size() / 2]);
-        dur_max.push_back(dur.back()), last_end.push_back(le);
-      }
-      auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-      std::printf("%-26s %6.0f %7.0f ns %7.0f ns %7.0f ns %7.0f ns %8.3f %8.3f\n", pr.name.c_str(), med(n),
-                  med(last_start), med(dur_med), med(dur_max), med(last_end), time_graph(ours(pr, false), 20),
+      const BlockSpans b = block_spans([&] { ours(pr, false)(0); });
+      std::printf("%-26s %6.0f %7.0f ns %7.0f ns %7.0f ns %7.0f ns %8.3f %8.3f\n", pr.name.c_str(), b.blocks,
+                  b.last_start, b.median_run, b.max_run, b.last_end, time_graph(ours(pr, false), 20),
                   time_graph(ours(pr, true), 20));
     }
     return 0;

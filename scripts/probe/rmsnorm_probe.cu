@@ -32,14 +32,6 @@
 
 using namespace sgl_quant;
 
-#ifdef SGLQ_PROBE_PHASES
-void* g_probe_blocks_addr() {
-  void* a = nullptr;
-  CK(cudaGetSymbolAddress(&a, g_probe_blocks));
-  return a;
-}
-#endif
-
 __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values of about +-4
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
@@ -252,29 +244,9 @@ int main(int argc, char** argv) {
   std::printf("%-22s %7s %12s %12s %12s %12s\n", "blocks", "grid", "last start", "block (med)", "block (max)", "last end");
   for (int h : {7168, 4096}) {
     for (int m : {1, 64, 256, 1024, 4096}) {
-      std::vector<double> n, last_start, dur_med, dur_max, last_end;
-      std::vector<unsigned long long> t(2 * kProbeMaxBlocks);
-      for (int i = 0; i < 21; ++i) {
-        CK(cudaMemset(g_probe_blocks_addr(), 0, t.size() * 8));
-        launcher(m, h, false)(0);
-        CK(cudaDeviceSynchronize());
-        CK(cudaMemcpyFromSymbol(t.data(), g_probe_blocks, t.size() * 8));
-        unsigned long long t0 = ~0ull;
-        std::vector<double> dur;
-        int nb = 0;
-        for (int b = 0; b < kProbeMaxBlocks && t[2 * b] != 0; ++b, ++nb) t0 = std::min(t0, t[2 * b]);
-        double ls = 0, le = 0;
-        for (int b = 0; b < nb; ++b) {
-          ls = std::max(ls, double(t[2 * b] - t0));
-          le = std::max(le, double(t[2 * b + 1] - t0));
-          dur.push_back(double(t[2 * b + 1] - t[2 * b]));
-        }
-        std::sort(dur.begin(), dur.end());
-        n.push_back(nb), last_start.push_back(ls), dur_med.push_back(dur[dur.size() / 2]);
-        dur_max.push_back(dur.back()), last_end.push_back(le);
-      }
-      std::printf("blocks M=%-5d H=%-5d %7.0f %9.0f ns %9.0f ns %9.0f ns %9.0f ns\n", m, h, med(n), med(last_start),
-                  med(dur_med), med(dur_max), med(last_end));
+      const BlockSpans b = block_spans([&] { launcher(m, h, false)(0); });
+      std::printf("blocks M=%-5d H=%-5d %7.0f %9.0f ns %9.0f ns %9.0f ns %9.0f ns\n", m, h, b.blocks, b.last_start,
+                  b.median_run, b.max_run, b.last_end);
     }
   }
 #endif
