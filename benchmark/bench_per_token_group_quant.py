@@ -63,6 +63,15 @@ def dense_case(m, h, layout="col_f32", silu=False, dtype=torch.bfloat16):
                 silu=silu, dtype=dtype)
 
 
+def masked_case(e, rows, max_count=None):
+    """Masked fused SiLU, H=2048, packed UE8M0 scales: [e, rows, 2H] with make_masked_m's counts (seed 3)
+    of at most max_count valid rows per expert (default: rows; "decode" in the name when fewer)."""
+    max_count = rows if max_count is None else max_count
+    tag = "" if max_count == rows else "-decode"
+    return dict(kind="masked", name=f"masked-silu-E{e}x{rows}{tag}-H2048-col_ue8m0", e=e, rows=rows, h=2048,
+                max_count=max_count, layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows)
+
+
 def cases(quick):
     out = []
     hs = (4096, 7168) if quick else (2048, 4096, 7168)
@@ -83,12 +92,8 @@ def cases(quick):
     for m in ((64, 4096) if quick else (1, 64, 1024, 4096)):
         out.append(dense_case(m, 2048, "col_ue8m0", silu=True))
     masked = [(256, 128), (32, 256), (8, 512)] if quick else [(e, r) for e in (8, 32, 256) for r in (128, 256, 1024)]
-    for e, rows in masked:
-        out.append(dict(kind="masked", name=f"masked-silu-E{e}x{rows}-H2048-col_ue8m0", e=e, rows=rows, h=2048,
-                        max_count=rows, layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
-    for e, rows in ((8, 512), (32, 256)):  # decode-sized MoE: at most 7 valid rows per expert
-        out.append(dict(kind="masked", name=f"masked-silu-E{e}x{rows}-decode-H2048-col_ue8m0", e=e, rows=rows, h=2048,
-                        max_count=7, layout="col_ue8m0", silu=True, dtype=torch.bfloat16, m=e * rows))
+    out += [masked_case(e, rows) for e, rows in masked]
+    out += [masked_case(e, rows, 7) for e, rows in ((8, 512), (32, 256))]  # decode-sized MoE
     for t in (1, 64, 4096, 16384):
         out.append(dict(kind="dsv4", name=f"dsv4-T{t}-G8-D4096", t=t, g=8, d=4096, dtype=torch.bfloat16, m=t * 8))
     for pdl in (True, False):

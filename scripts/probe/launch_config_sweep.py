@@ -35,28 +35,16 @@ def both_modes(label, build_for_pdl, shape):
     print(f"{label:60s} noPDL {no_pdl:8.3f}  PDL {pdl:8.3f}", flush=True)
 
 
-def masked_build(e, rows, counts):
-    """A masked SiLU call (H=2048, packed UE8M0 scales, as the benchmark's) with the given counts."""
-    def build(pdl):
-        x = v2.make_input((e, rows, 2 * 2048), torch.bfloat16, seed=1, device="cuda")
-        masked_m = counts.to(device="cuda", dtype=torch.int32)
-        q = torch.empty((e, rows, 2048), dtype=v2.FP8, device="cuda")
-        s = v2.sgl_quant.create_scale_tensor(q.shape, 128, "cuda", True, True, True)
-        return lambda: v2.sgl_quant.per_token_group_quant_8bit_v2(x, q, s, 128, scale_ue8m0=True, fuse_silu_and_mul=True,
-                                                                  masked_m=masked_m, enable_pdl=pdl)
-    return build
-
-
 def masked_sweep(d):
-    """Block sizes of the masked kernels (the automatic choice: 256 threads) on the benchmark's shapes
-    and counts, and on decode-sized counts (a few rows per expert)."""
-    shapes = [(e, r, v2.make_masked_m(e, r, seed=3)) for e, r in ((8, 512), (32, 256), (256, 128), (8, 128), (32, 1024))]
-    gen = torch.Generator().manual_seed(7)
-    shapes += [(e, r, torch.randint(0, 8, (e,), generator=gen)) for e, r in ((8, 512), (32, 256), (256, 128))]
-    for e, rows, counts in shapes:
-        label = f"masked E{e}x{rows} valid rows {int(counts.clamp(0, rows).sum())}"
+    """Block sizes of the masked kernels (the automatic choice: 256 threads) on the benchmark's masked
+    shapes and counts, two more shapes, and decode-sized counts (at most 7 rows per expert)."""
+    shapes = [v2.masked_case(e, r) for e, r in ((8, 512), (32, 256), (256, 128), (8, 128), (32, 1024))]
+    shapes += [v2.masked_case(e, r, 7) for e, r in ((8, 512), (32, 256), (256, 128))]
+    for c in shapes:
+        label = f"{c['name']} valid rows {int(v2.masked_counts(c).clamp(0, c['rows']).sum())}"
         for threads in (0, 64, 96, 128, 192, 512):
-            both_modes(f"{label} threads {threads}", masked_build(e, rows, counts), (threads, d[1], d[2], d[3]))
+            both_modes(f"{label} threads {threads}", lambda pdl, c=c: v2.build(c, "cuda", pdl),
+                       (threads, d[1], d[2], d[3]))
 
 
 def main(which):
@@ -73,7 +61,7 @@ def main(which):
                     both_modes(f"rmsnorm M={m} H=7168 normed={normed} cluster {cluster}",
                                lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
     elif which == "v2":
-        masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32)]
+        masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32) and "decode" not in c["name"]]
         for c in masked:
             for threads, masked_waves in ((0, 1), (64, 1), (96, 1), (128, 1), (160, 1), (192, 1), (512, 1), (0, 2), (0, 4)):
                 both_modes(f"{c['name']} threads {threads} masked_waves {masked_waves}",
