@@ -41,7 +41,8 @@ test: install
 bench: install
 	$(PY) -m sgl_quant bench --quick --out bench_out
 
-# Register budget of every kernel variant, from ptxas (no GPU): plain <= 32, fused SiLU <= 40, no spills.
+# Register budget of every kernel variant, from ptxas (no GPU): plain <= 32, fused SiLU <= 40, no spills;
+# and its SASS (cuobjdump): every input load after the PDL wait, no read-only-path (.nc) loads.
 kernel-resources: $(VENV)/.deps-stamp
 	$(PY) scripts/ci/check_kernel_resources.py
 

@@ -8,7 +8,7 @@ import torch
 import sgl_quant
 from helpers import LAYOUTS, activation_inputs, compare, run_rmsnorm, run_v2
 from reference import FP8, rmsnorm_exact, rmsnorm_fp64, ulps_apart
-from sgl_quant.testing import c_order_copy
+from sgl_quant.testing import c_order_copy, make_masked_m
 
 DTYPES = [torch.bfloat16, torch.float16]
 GROUP_SIZES = [16, 32, 64, 128, 256]
@@ -322,6 +322,51 @@ def test_cuda_graph_capture_and_pdl_chain():
 
     a, b = chain(True), chain(False)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("consumer", ["dense", "masked_silu", "masked_silu_few_rows", "fused"])
+def test_pdl_consumer_reads_the_producers_output(consumer):
+    """A kernel launched with PDL starts while the kernel before it still runs, and must read its input
+    only after the producer's end (griddepcontrol.wait, then coherent loads: the SASS check of
+    `make kernel-resources` looks at every kernel). Here the fused op (PDL) writes `normed` over a NaN
+    poison and the consumer, queued right behind it with PDL, reads it: v2 dense, v2 masked SiLU over
+    the same rows as [E, rows, 2 * 2048] (counts of the benchmark's kind, and a few rows per expert:
+    mostly blocks without a task), or the fused op again. The producer's grid (512 rows of 4096, a block
+    each) fits in one round of resident blocks, so it lets the consumer launch almost at its own start,
+    and the consumer's blocks find room beside it: a load before the wait would read the poison. The
+    consumer's bytes must equal the same call made after a synchronization, on fresh inputs each round."""
+    e, rows, h = 8, 64, 4096
+    m = e * rows
+    counts = {"masked_silu": make_masked_m(e, rows, seed=3, device="cuda"),
+              "masked_silu_few_rows": torch.tensor([0, 3, 1, 2, 0, 1, 3, 2], dtype=torch.int32, device="cuda")}.get(consumer)
+
+    def consume(normed, w, pdl):
+        if consumer == "dense":
+            return sgl_quant.per_token_group_quant_fp8(normed, 128, column_major_scales=True, enable_pdl=pdl)
+        if consumer == "fused":
+            return sgl_quant.rmsnorm_per_token_group_quant_fp8(normed, w, 128, enable_pdl=pdl)
+        q, s = sgl_quant.per_token_group_quant_fp8(normed.view(e, rows, h), 128, column_major_scales=True,
+                                                   scale_tma_aligned=True, fuse_silu_and_mul=True,
+                                                   masked_m=counts, enable_pdl=pdl)
+        valid = torch.arange(rows, device="cuda")[None, :] < counts[:, None]  # rows past a count: not written
+        return q[valid], s[valid]
+
+    for round_ in range(4):
+        x, w, r = make_case(m, h, torch.bfloat16, 60 + round_, device="cuda")
+        q = torch.empty((m, h), dtype=FP8, device="cuda")
+        s = torch.empty((m, h // 128), dtype=torch.float32, device="cuda")
+        normed = torch.full((m, h), float("nan"), dtype=torch.bfloat16, device="cuda")
+        sgl_quant.rmsnorm_per_token_group_quant_8bit(x, w, q, s, 128, 1e-6, residual=r, output_normed=normed,
+                                                     enable_pdl=True)
+        got = consume(normed, w, True)
+        torch.cuda.synchronize()
+        assert not torch.isnan(normed).any(), "the producer left poison in normed"
+        want = consume(normed, w, False)
+        torch.cuda.synchronize()
+        for a, b in zip(got, want):  # codes, scales
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), \
+                f"round {round_}: the PDL consumer read something else than the final normed"
 
 
 @pytest.mark.gpu

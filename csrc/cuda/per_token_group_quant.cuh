@@ -140,11 +140,18 @@ struct KernelArgs {
   // Launched with programmatic dependent launch: the kernel may start before the previous one ends.
   // Without it, data read before pdl_wait_for_producer() is final already (masked counts: one read).
   int32_t pdl;
+  // Masked, <= 32 experts: the grid fills whole rounds of resident blocks (the launcher capped it), so
+  // its blocks let the next kernel launch from their start instead of after their PDL wait (see there).
+  int32_t trigger_at_start;
 };
 
-__device__ __forceinline__ uint4 load_input_vec(const void* ptr) {
-  return __ldg(reinterpret_cast<const uint4*>(ptr));  // read-only path: input is never written here
-}
+// Loads of data a previous kernel may write (input, weight, the counts after the PDL wait) are coherent
+// ld.global, never the read-only path (ld.global.nc, __ldg): under PDL the kernel runs while its
+// producer still writes, so that data is not read-only for the kernel's lifetime, and ptxas moves .nc
+// loads above griddepcontrol.wait (it did in a build with launch_dependents at the kernel's top: the
+// dense input loads came before the wait; benchmark/NOTES.md session 18). make kernel-resources checks
+// the SASS of every kernel for .nc loads (scripts/ci/check_kernel_resources.py).
+__device__ __forceinline__ uint4 load_input_vec(const void* ptr) { return *static_cast<const uint4*>(ptr); }
 
 // Programmatic dependent launch (SM90+). Without the launch attribute both are no-ops.
 __device__ __forceinline__ void pdl_wait_for_producer() {
@@ -155,6 +162,13 @@ __device__ __forceinline__ void pdl_wait_for_producer() {
 __device__ __forceinline__ void pdl_allow_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+// The same where `allow` holds, as one predicated instruction (no branch).
+__device__ __forceinline__ void pdl_allow_dependents_if(bool allow) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %0, 0;\n @p griddepcontrol.launch_dependents;\n}" ::"r"(
+      static_cast<uint32_t>(allow)));
 #endif
 }
 
@@ -222,7 +236,7 @@ __device__ __forceinline__ void masked_row_prefix(const QuantParams& p, int* pre
   int carry = 0;
   for (int base = 0; base < num_experts; base += blockDim.x) {
     const int e = base + threadIdx.x;
-    int v = e < num_experts ? min(max(__ldg(p.masked_m + e), 0), rows) : 0;
+    int v = e < num_experts ? min(max(p.masked_m[e], 0), rows) : 0;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {  // inclusive scan within the warp
       const int n = __shfl_up_sync(0xffffffffu, v, o);
@@ -341,7 +355,7 @@ template <bool kBeforeWait>
 __device__ __forceinline__ int warp_masked_count(const QuantParams& p) {
   const int lane = threadIdx.x & 31;
   if (lane >= p.num_outer) return 0;
-  const int count = kBeforeWait ? __ldcg(p.masked_m + lane) : __ldg(p.masked_m + lane);
+  const int count = kBeforeWait ? __ldcg(p.masked_m + lane) : p.masked_m[lane];
   return min(max(count, 0), static_cast<int>(p.rows_per_outer));
 }
 
@@ -555,16 +569,40 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // stale line there (warp_masked_count). Without PDL the early read is final: no second one.
     // (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 -> 10.66; the check after the wait is
     // not on the path to the first input loads.)
+    // PDL, a grid of whole rounds of resident blocks (args.trigger_at_start): the next kernel may launch
+    // from our start. Its blocks then take only the places of ours that have exited, where they prepare
+    // and wait (griddepcontrol.wait) for our end. Triggered after our wait instead, a decode-sized call
+    // (mostly blocks without a task) held the next launch, and with it the next grid's block dispatch,
+    // until the producer's end (probe, H200, PDL, µs, with the idle exit below: 8 x 512 with 22 valid
+    // rows 2.72 -> 1.66, 32 x 256 with 117 rows 3.02 -> 2.29, 32 x 256 11.19 -> 10.06, 8 x 512 3.73 ->
+    // 3.75; benchmark/NOTES.md session 18). Not where free places remain (smaller grids, dense ones):
+    // there a chain of such kernels all launch at once and crowd the SMs (dense M=64 H=7168 with the
+    // trigger at the start: 1.02 -> 1.87).
+    pdl_allow_dependents_if(args.trigger_at_start);
     const int num_experts = static_cast<int>(p.num_outer);
-    const int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
+    int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
+    if (!FINAL_COUNTS && first >= num_tasks) {
+      // PDL, a block without a task by the early read: the counts are final after the wait; if they
+      // are what it read, it has no task and exits before the prefix and the lookup, instructions that
+      // would take issue slots from the working blocks on its SM (as FINAL_COUNTS below); else it goes
+      // on with the final counts.
+      pdl_wait_for_producer();
+      const int count = warp_masked_count<false>(p);
+      if (__all_sync(0xffffffffu, count == guess)) {
+        SGLQ_PROBE_BLOCK(1);
+        return;
+      }
+      guess = count;
+      num_tasks = warp_sum(guess) * p.groups_per_row;
+    }
     if constexpr (FINAL_COUNTS) {
       // Without PDL the counts are final: a block past the last task exits now, before the prefix and
       // the lookup. Decode-sized MoE calls (a few rows per expert) launch mostly such blocks, whose
       // instructions otherwise take the issue slots of the SMs that hold the working ones (probe,
       // H200, no PDL, µs: 8 x 512 with 22 valid rows 2.72 -> 2.39, 32 x 256 with 117 rows 2.81 -> 2.53;
-      // benchmark/NOTES.md session 17). A kernel of its own: the same exit under PDL (after the wait
-      // and the second read) made 8 x 512 with PDL slower, 3.70 -> 3.81, through code not on its path.
+      // benchmark/NOTES.md session 17). A kernel of its own, whose exit needs neither the wait nor the
+      // second read (in the PDL kernel, the branch above).
       if (first >= num_tasks) {
         SGLQ_PROBE_BLOCK(1);
         return;
@@ -574,7 +612,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     bool valid = first + sub < num_tasks;
     Task<T> t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
     pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
-    pdl_allow_dependents();
+    pdl_allow_dependents_if(!args.trigger_at_start);
     TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
     const int count = args.pdl ? warp_masked_count<false>(p) : guess;
     if (!__all_sync(0xffffffffu, count == guess)) {  // rare: redo the first task's lookup and loads
@@ -757,6 +795,7 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
     const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, smem, opt, grid);
     if (err != cudaSuccess) return err;
   }
+  const bool full_rounds = grid < blocks_needed;  // capped: opt.waves whole rounds of resident blocks
   KernelArgs args;
   args.p = p;
   // Fold (outer, row) into one row index where the strides allow it (contiguous batches), which
@@ -773,6 +812,7 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
   args.num_rows = static_cast<int32_t>(num_rows);
   args.rows_first_log2 = rows_first_log2;
   args.pdl = opt.pdl ? 1 : 0;
+  args.trigger_at_start = MASKED && full_rounds && p.num_outer <= kWarpScanMaxExperts ? 1 : 0;
   return launch_kernel(kernel, grid, threads, smem, opt, args);
 }
 

@@ -1,4 +1,5 @@
-"""Register budget of every CUDA kernel variant, from ptxas (no GPU needed; ~6 s per file and arch).
+"""Register budget and PDL load order of every CUDA kernel variant, from ptxas and the SASS (no GPU
+needed; ~6 s per file and arch).
 
 The performance work of benchmark/NOTES.md rests on two register counts: plain quantization at
 <= 32 registers (2048 resident threads per SM: the memory-bound large calls need full occupancy) and
@@ -7,12 +8,22 @@ RMSNorm kernels (one row per block of up to 1024 threads) must not spill within 
 (64 registers). A change that spills or crosses a bound would slow the kernels without failing any
 CPU test, so CI compiles every instantiation file with `ptxas -v` and checks them all.
 
+PDL: a kernel launched with programmatic dependent launch runs while its producer still writes, so
+every 128-bit load (input, weight) must come after `griddepcontrol.wait` (SASS ACQBULK) on every path,
+and no load may use the read-only path (ld.global.nc, SASS LDG...CONSTANT), which ptxas is free to move
+above the wait (it did so once: benchmark/NOTES.md session 18). A race there would show as wrong bytes
+only now and then on a GPU; the SASS shows it always. Needs cuobjdump (the CUDA toolkit's, or the copy
+that ships with Triton).
+
     python scripts/ci/check_kernel_resources.py [--arch 90a --arch 100a]
 """
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,15 +42,93 @@ FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
 
 
-def ptxas_report(nvcc, source, arch):
-    """[(kernel name, registers, spill bytes)] for one source file and arch."""
-    cmd = [nvcc, *FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v", "-c", str(source),
-           "-o", "/dev/null"]
+def find_cuobjdump():
+    """cuobjdump of the CUDA toolkit, else the one Triton ships (the local toolkit may lack it)."""
+    for candidate in (Path(find_cuda_home()) / "bin" / "cuobjdump", shutil.which("cuobjdump")):
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    try:
+        import triton
+        candidate = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if candidate.is_file():
+            return str(candidate)
+    except ImportError:
+        pass
+    raise SystemExit("no cuobjdump found (CUDA toolkit bin/, PATH, or Triton's backends/nvidia/bin/)")
+
+
+SASS_INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def sass_functions(cuobjdump, cubin):
+    """{function name: [(address, instruction text)]} of a cubin."""
+    out = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    functions, current = {}, None
+    for line in out.splitlines():
+        if m := re.match(r"\s+Function : (\S+)", line):
+            current = functions.setdefault(m.group(1), [])
+        elif (m := SASS_INSTRUCTION.match(line)) and current is not None:
+            current.append((int(m.group(1), 16), m.group(2)))
+    return functions
+
+
+def loads_before_wait(instructions):
+    """The 128-bit global loads that some path from the kernel's entry reaches without passing an ACQBULK
+    (griddepcontrol.wait), and every read-only-path (.CONSTANT) load. A conditional branch over just one
+    ACQBULK counts as the wait: pdl_wait_for_producer_after's wait, predicated on a pointer that is never
+    null."""
+    index = {address: i for i, (address, _) in enumerate(instructions)}
+    n = len(instructions)
+
+    def successors(i):
+        text = instructions[i][1]
+        pred = re.match(r"@!?U?P\w+\s+", text)
+        op = text[pred.end():] if pred else text
+        if op.startswith(("EXIT", "RET")):
+            return [i + 1] if pred else []
+        if m := re.match(r"BRA(?:\.\w+)*\s+(?:\S+,\s*)?`?\(?(0x[0-9a-f]+)", op):
+            target = index.get(int(m.group(1), 16))
+            if target is None:  # an indirect or unknown target: assume anything after this instruction
+                return [i + 1]
+            if not pred:
+                return [target]
+            if i + 1 < n and instructions[i + 1][1].startswith("ACQBULK") and target == i + 2:
+                return [i + 1]
+            return [i + 1, target]
+        return [i + 1]
+
+    reached, stack = [False] * n, [0]
+    reached[0] = n > 0
+    while stack:
+        i = stack.pop()
+        if re.match(r"(@!?P\w+\s+)?ACQBULK", instructions[i][1]):
+            continue  # what follows the wait is waited for
+        for j in successors(i):
+            if j < n and not reached[j]:
+                reached[j] = True
+                stack.append(j)
+    early = [ins for i, ins in enumerate(instructions) if reached[i] and re.search(r"\bLDG\.E\.128", ins[1])]
+    read_only = [ins for ins in instructions if re.search(r"\bLDG\S*\.CONSTANT", ins[1])]
+    return early, read_only
+
+
+def compile_and_report(nvcc, cuobjdump, source, arch, workdir):
+    """([(kernel name, registers, spill bytes)], {kernel name: SASS}) for one source file and arch."""
+    cubin = Path(workdir) / f"{source.stem}.sm_{arch}.cubin"
+    cmd = [nvcc, *FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v", "-cubin", str(source),
+           "-o", str(cubin)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    sass = sass_functions(cuobjdump, cubin)
+    os.remove(cubin)
+    return ptxas_rows(out.stderr), sass
+
+
+def ptxas_rows(stderr):
+    """[(kernel name, registers, spill bytes)] from ptxas -v."""
     rows, name, spills = [], None, 0
-    for line in out.stderr.splitlines():
+    for line in stderr.splitlines():
         if m := re.search(r"(?:Compiling entry function|Function properties for) '?([\w]+)'?", line):
             name = m.group(1)
         elif m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line):
@@ -56,13 +145,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     archs = args.arch or ["90a", "100a"]
     nvcc = str(Path(find_cuda_home()) / "bin" / "nvcc")
+    cuobjdump = find_cuobjdump()
     sources = sorted((ROOT / "csrc" / "cuda").glob("instantiate_gs*.cu"))
     jobs = [(s, a) for s in sources for a in archs]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        reports = list(pool.map(lambda job: ptxas_report(nvcc, *job), jobs))
+    with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(max_workers=2) as pool:
+        reports = list(pool.map(lambda job: compile_and_report(nvcc, cuobjdump, *job, workdir), jobs))
 
-    errors, worst = [], {}
-    for (source, arch), rows in zip(jobs, reports):
+    errors, worst, pdl_checked = [], {}, 0
+    for (source, arch), (rows, sass) in zip(jobs, reports):
         layout = re.search(r"_(dense|masked|rmsnorm)\.cu$", source.name).group(1)
         family = "rmsnorm_quant_kernel" if layout == "rmsnorm" else "per_token_group_quant_kernel"
         kernels = [r for r in rows if family in r[0]]
@@ -87,12 +177,20 @@ def main(argv=None):
                 errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
             if regs > bound:
                 errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {bound}")
+            early, read_only = loads_before_wait(sass.get(name, []))
+            pdl_checked += name in sass
+            if name not in sass:
+                errors.append(f"{source.name} sm_{arch} {name}: not in the cubin's SASS")
+            for address, text in early[:2]:
+                errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} can run before the PDL wait")
+            for address, text in read_only[:2]:
+                errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
         print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
                   f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['dense']} (v2 dense), "
                   f"{KERNELS_PER_FILE['masked']} (v2 masked) or {KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, "
-                  "no spills")
+                  f"no spills; {pdl_checked} kernels' SASS: every 128-bit load after the PDL wait, no .nc loads")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@
 //   smid  where the block scheduler puts the blocks of one wave (it spreads them evenly)
 //   dump DIR  one launch of each problem, codes and scales to DIR/q<i>.bin (compare builds)
 //   redo  masked counts rewritten by a producer still running under PDL: same bytes as the final counts
-//   quick PDL only, every problem, three passes
+//   quick PDL only, every problem, three passes (PROBE_PROBLEMS=0,5,...: only those, also for nopdl, masked)
 //   nopdl without PDL, every problem, three passes
 //   masked the masked problems only, without and with PDL, three passes
 //   ncu I [J...]  three plain launches of problems I, J, ... for Nsight Compute
@@ -571,17 +571,32 @@ int main(int argc, char** argv) {
     return 0;
   }
 #endif
+  // quick, nopdl, masked: PROBE_PROBLEMS (comma-separated indices into probs) limits them to those problems.
+  std::vector<bool> chosen(probs.size(), true);
+  if (const char* only = std::getenv("PROBE_PROBLEMS")) {
+    std::fill(chosen.begin(), chosen.end(), false);
+    for (const char* c = only; *c != '\0';) {
+      char* end = nullptr;
+      const long i = std::strtol(c, &end, 10);
+      if (end == c) break;
+      if (i >= 0 && i < static_cast<long>(probs.size())) chosen[i] = true;
+      c = *end == ',' ? end + 1 : end;
+    }
+  }
   if (mode == "quick" || mode == "nopdl") {  // PDL only (quick) or none (nopdl), every problem, three passes
     const bool pdl = mode == "quick";        // (the spread between passes is the noise)
     for (int pass = 0; pass < 3; ++pass) {
-      for (const Problem& pr : probs) std::printf("pass %d %-24s %8.3f\n", pass, pr.name.c_str(), time_graph(ours(pr, pdl), 20));
+      for (size_t i = 0; i < probs.size(); ++i) {
+        if (chosen[i]) std::printf("pass %d %-24s %8.3f\n", pass, probs[i].name.c_str(), time_graph(ours(probs[i], pdl), 20));
+      }
     }
     return 0;
   }
   if (mode == "masked") {  // the masked problems only, without and with PDL, three passes
     for (int pass = 0; pass < 3; ++pass) {
-      for (const Problem& pr : probs) {
-        if (pr.p.masked_m == nullptr) continue;
+      for (size_t i = 0; i < probs.size(); ++i) {
+        const Problem& pr = probs[i];
+        if (pr.p.masked_m == nullptr || !chosen[i]) continue;
         for (bool pdl : {false, true}) {
           std::printf("pass %d %-24s %8.3f\n", pass, (pr.name + (pdl ? " PDL" : "")).c_str(), time_graph(ours(pr, pdl), 20));
         }

@@ -2,6 +2,7 @@
 # Device-side driver for scripts/probe/latency_probe.cu (nvcc only, builds in seconds). Logs under $OUT.
 #   MODES="all grid" NCU_PROBLEMS="4 6 7" OUT=$OUT scripts/probe/probe_run.sh
 #   VARIANTS="base -DSGLQ_EXP_X -DSGLQ_EXP_X,-DSGLQ_EXP_Y" MODES="quick redo" OUT=$OUT scripts/probe/probe_run.sh
+#   PROBE_PROBLEMS=0,13 SKIP_BUILD=1 VARIANTS=... MODES=nopdl ...   (same builds again, two problems only)
 # VARIANTS (default "base"): one build per set of experiment macros (SGLQ_EXP_* switches placed in the
 # kernel header for an A/B; comma-separated within a variant). With more than one, every build must
 # write the same codes and scales as the first (dump + cmp), and the modes run for each build in turn,
@@ -14,14 +15,17 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
 read -r -a variants <<<"${VARIANTS:-base}"
-for i in "${!variants[@]}"; do
-  flags=${variants[$i]}; [[ $flags == base ]] && flags=""
-  scripts/probe/build_probe.sh "/tmp/probe_$i" ${flags//,/ } &
-done
-wait
+# SKIP_BUILD=1: the builds of the previous run in this machine, same VARIANTS (other MODES or PROBE_PROBLEMS)
+if [[ -z ${SKIP_BUILD:-} ]]; then
+  for i in "${!variants[@]}"; do
+    flags=${variants[$i]}; [[ $flags == base ]] && flags=""
+    scripts/probe/build_probe.sh "/tmp/probe_$i" ${flags//,/ } &
+  done
+  wait
+fi
 for i in "${!variants[@]}"; do [[ -x /tmp/probe_$i ]] || { echo "build of ${variants[$i]} failed"; exit 1; }; done
 
-if (( ${#variants[@]} > 1 )); then
+if (( ${#variants[@]} > 1 )) && [[ -z ${SKIP_BUILD:-} ]]; then
   for i in "${!variants[@]}"; do
     rm -rf "/tmp/dump_$i" && mkdir -p "/tmp/dump_$i" && "/tmp/probe_$i" dump "/tmp/dump_$i"  # no files of an earlier probe
     (( i == 0 )) && continue
