@@ -364,8 +364,8 @@ def test_pdl_consumer_reads_the_producers_output(consumer):
         assert not torch.isnan(normed).any(), "the producer left poison in normed"
         want = consume(normed, w, False)
         torch.cuda.synchronize()
-        for a, b in zip(got, want):  # codes, scales
-            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), \
+        for a, b in zip(got, want):  # codes, scales (column-major: as bytes in their logical order)
+            assert torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)), \
                 f"round {round_}: the PDL consumer read something else than the final normed"
 
 

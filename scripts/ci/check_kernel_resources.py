@@ -74,9 +74,10 @@ def sass_functions(cuobjdump, cubin):
 
 def loads_before_wait(instructions):
     """The 128-bit global loads that some path from the kernel's entry reaches without passing an ACQBULK
-    (griddepcontrol.wait), and every read-only-path (.CONSTANT) load. A conditional branch over just one
-    ACQBULK counts as the wait: pdl_wait_for_producer_after's wait, predicated on a pointer that is never
-    null."""
+    (griddepcontrol.wait), and every read-only-path (.CONSTANT) load. A predicated ACQBULK, or a
+    conditional branch over just one ACQBULK, counts as the wait: pdl_wait_for_producer_after's wait,
+    predicated on a pointer that is never null. Control flow the walk does not follow (indirect
+    branches, calls, a branch target it cannot find) raises ValueError."""
     index = {address: i for i, (address, _) in enumerate(instructions)}
     n = len(instructions)
 
@@ -86,10 +87,12 @@ def loads_before_wait(instructions):
         op = text[pred.end():] if pred else text
         if op.startswith(("EXIT", "RET")):
             return [i + 1] if pred else []
+        if op.startswith(("BRX", "JMX", "JMP", "CALL")):
+            raise ValueError(f"control flow not followed: {text}")
         if m := re.match(r"BRA(?:\.\w+)*\s+(?:\S+,\s*)?`?\(?(0x[0-9a-f]+)", op):
             target = index.get(int(m.group(1), 16))
-            if target is None:  # an indirect or unknown target: assume anything after this instruction
-                return [i + 1]
+            if target is None:
+                raise ValueError(f"branch target not found: {text}")
             if not pred:
                 return [target]
             if i + 1 < n and instructions[i + 1][1].startswith("ACQBULK") and target == i + 2:
@@ -177,7 +180,11 @@ def main(argv=None):
                 errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
             if regs > bound:
                 errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {bound}")
-            early, read_only = loads_before_wait(sass.get(name, []))
+            try:
+                early, read_only = loads_before_wait(sass.get(name, []))
+            except ValueError as e:
+                early, read_only = [], []
+                errors.append(f"{source.name} sm_{arch} {name}: SASS walk: {e}")
             pdl_checked += name in sass
             if name not in sass:
                 errors.append(f"{source.name} sm_{arch} {name}: not in the cubin's SASS")
