@@ -582,31 +582,25 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     const int num_experts = static_cast<int>(p.num_outer);
     int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
-    if (!FINAL_COUNTS && first >= num_tasks) {
-      // PDL, a block without a task by the early read: the counts are final after the wait; if they
-      // are what it read, it has no task and exits before the prefix and the lookup, instructions that
-      // would take issue slots from the working blocks on its SM (as FINAL_COUNTS below); else it goes
-      // on with the final counts.
-      pdl_wait_for_producer();
-      const int count = warp_masked_count<false>(p);
-      if (__all_sync(0xffffffffu, count == guess)) {
+    if (first >= num_tasks) {
+      // A block without a task by the first read exits before the prefix and the lookup. Decode-sized
+      // MoE calls (a few rows per expert) launch mostly such blocks, whose instructions otherwise take
+      // the issue slots of the SMs that hold the working ones (probe, H200, no PDL, µs: 8 x 512 with 22
+      // valid rows 2.72 -> 2.39, 32 x 256 with 117 rows 2.81 -> 2.53; benchmark/NOTES.md session 17).
+      // Without PDL (FINAL_COUNTS, a kernel of its own) the counts it read are final. With PDL they are
+      // final after the wait: it exits if they are what it read, else it goes on with them.
+      bool same = true;
+      if constexpr (!FINAL_COUNTS) {
+        pdl_wait_for_producer();
+        const int count = warp_masked_count<false>(p);
+        same = __all_sync(0xffffffffu, count == guess);
+        guess = count;
+      }
+      if (same) {
         SGLQ_PROBE_BLOCK(1);
         return;
       }
-      guess = count;
       num_tasks = warp_sum(guess) * p.groups_per_row;
-    }
-    if constexpr (FINAL_COUNTS) {
-      // Without PDL the counts are final: a block past the last task exits now, before the prefix and
-      // the lookup. Decode-sized MoE calls (a few rows per expert) launch mostly such blocks, whose
-      // instructions otherwise take the issue slots of the SMs that hold the working ones (probe,
-      // H200, no PDL, µs: 8 x 512 with 22 valid rows 2.72 -> 2.39, 32 x 256 with 117 rows 2.81 -> 2.53;
-      // benchmark/NOTES.md session 17). A kernel of its own, whose exit needs neither the wait nor the
-      // second read (in the PDL kernel, the branch above).
-      if (first >= num_tasks) {
-        SGLQ_PROBE_BLOCK(1);
-        return;
-      }
     }
     int exclusive = warp_exclusive_prefix(guess, num_experts);
     bool valid = first + sub < num_tasks;
