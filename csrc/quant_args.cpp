@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace sgl_quant {
 
@@ -137,8 +138,13 @@ ScaleKind check_output_s(const char* op, const Tensor& input, const Tensor& outp
   return packed ? ScaleKind::kPackedUE8M0 : (scale_ue8m0 ? ScaleKind::kFloatUE8M0 : ScaleKind::kFloat);
 }
 
+// The CUDA kernels count tasks in 32 bits: one per group, and for dense packed UE8M0 scales at most a
+// row's groups padded to whole scale words (four groups each; kTaskColumnLog2).
 void check_group_count(const char* op, const QuantParams& p) {
-  SGLQ_CHECK(p.num_groups() < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
+  const bool packed = p.scale_kind == ScaleKind::kPackedUE8M0;
+  const int64_t tasks = p.num_rows() * (packed ? (p.groups_per_row + 3) / 4 * 4 : p.groups_per_row);
+  SGLQ_CHECK(tasks < (int64_t{1} << 31), op, ": too many groups (", p.num_groups(),
+             packed ? ", padded to whole packed scale words: " : "", packed ? std::to_string(tasks) : "",
              "); at most 2^31 - 1 per call");
 }
 

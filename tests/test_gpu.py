@@ -176,12 +176,13 @@ def test_launch_shapes_give_the_same_bytes(shape):
 
 
 @pytest.mark.parametrize("group_size", [32, 128, 256])
-@pytest.mark.parametrize("layout", ["col", "col_tma", "col_f32_ue8m0", "row"])
+@pytest.mark.parametrize("layout", ["col", "col_tma", "col_f32_ue8m0", "row", "col_ue8m0"])
 def test_batched_3d_rows_first_order(layout, group_size):
-    """Dense column-major fp32 scales use the rows-first task order (units of 2^k rows of one group,
-    from one row per sub-warp of a warp up to 32; rows padded to whole units): 3-D batches, whose row
-    units straddle the batch boundaries, with row counts that are not multiples of the unit (1028 rows:
-    32-row units), contiguous and sliced."""
+    """Dense column-major scales use the rows-first task order (units of 2^k rows of one column: a
+    group, or with packed UE8M0 scales the four groups of a scale word; from one warp's worth of rows
+    up to 32; rows padded to whole units): 3-D batches, whose row units straddle the batch boundaries,
+    with row counts that are not multiples of the unit (1028 rows: 32-row units) and group counts that
+    are not multiples of four, contiguous and sliced."""
     for i, (b, m, groups) in enumerate([(3, 7, 5), (2, 21, 3), (5, 33, 2), (4, 257, 2)]):
         h = groups * group_size
         base = make_input((b, m + 3, h), torch.bfloat16, seed=50 + i, device="cuda")
@@ -190,6 +191,22 @@ def test_batched_3d_rows_first_order(layout, group_size):
             cpu = run_v2(x.cpu(), group_size, FP8, layout)
             compare(gpu, cpu[:2], gpu[2], codes_exact=LAYOUTS[layout][2], scales_exact=True,
                     max_code_fraction=2e-3, what=f"{tuple(x.shape)} g{group_size}")
+
+
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+def test_packed_scales_word_order(group_size):
+    """Dense packed UE8M0 launches take a row's tasks by scale words (four groups each; a last word of
+    padding groups) and rows first in units of up to 32 rows: row counts around the unit sizes and
+    group counts around multiples of four give the CPU op's codes and exponents, zero pad bytes, and
+    nothing written outside the result, with and without PDL."""
+    for i, (m, groups) in enumerate([(1, 1), (3, 3), (4, 4), (7, 5), (9, 2), (31, 57), (33, 6), (100, 7), (257, 56)]):
+        if m * groups * group_size > 2**21:
+            continue
+        x = make_input((m, groups * group_size), torch.bfloat16, seed=70 + i, device="cuda")
+        cpu = run_v2(x.cpu(), group_size, FP8, "col_ue8m0")
+        for pdl in (False, True):
+            gpu = run_v2(x, group_size, FP8, "col_ue8m0", enable_pdl=pdl)
+            compare(gpu, cpu[:2], gpu[2], codes_exact=True, scales_exact=True, what=f"M={m} G={groups} pdl={pdl}")
 
 
 def test_silu_product_flushes_subnormal_up_cuda():

@@ -8,8 +8,9 @@
 // The sub-warp reduces |v| with shuffles and each thread stores its codes as two 8-byte halves.
 // Dense calls: one task per sub-warp, a block per groups_per_block tasks of the flattened task list
 // (no grid-stride loop); a block locates its task before the PDL wait (small calls are
-// latency-bound). Dense calls with column-major fp32 scales order the tasks rows-first, so that the
-// scales a warp writes are adjacent (KernelArgs::rows_first_log2). Masked calls: blocks walk the task
+// latency-bound). Dense calls with column-major scales order the tasks rows-first, so that the
+// scales a warp writes are adjacent (KernelArgs::rows_first_log2; packed UE8M0 by scale words,
+// kTaskColumnLog2). Masked calls: blocks walk the task
 // list with a grid-stride loop over a grid sized to the machine.
 // Masked (MoE) layout, a kernel of its own: only valid rows become tasks, so the work is spread
 // evenly whatever the counts and padded rows cost nothing. The prefix sum of the clamped per-expert
@@ -124,18 +125,31 @@ struct FastDivmod {
   }
 };
 
+// Dense launches with packed UE8M0 scales (without fused SiLU) take a row's tasks by columns of four
+// groups, the groups whose exponents share a 32-bit scale word (log2 of the groups per column: 2; every
+// other launch: 0), so that rows first (KernelArgs::rows_first_log2) a warp writes whole words and a
+// block adjacent ones. Before, a warp wrote one word and each 32-byte sector of words took stores from
+// 8 blocks. Probe, H200, session 19 (benchmark/NOTES.md), µs without / with PDL: M=64 H=4096 1.761 /
+// 1.022 -> 1.615 / 0.996, M=64 H=7168 1.838 / 1.129 -> 1.728 / 1.063, M=256 H=7168 2.423 / 1.653 ->
+// 2.325 / 1.632, M=4096 H=7168 22.69 / 21.76 -> 22.62 / 21.66. Not with fused SiLU: there the same
+// order was slower (dense over 4303 rows 9.60 / 8.76 -> 9.73 / 8.84), and not for masked launches
+// (8 x 512 without PDL 4.67 -> 4.82, in units of 8 valid rows).
+template <ScaleKind SK, bool SILU, bool MASKED>
+constexpr int kTaskColumnLog2 = !MASKED && !SILU && SK == ScaleKind::kPackedUE8M0 ? 2 : 0;
+
 // What one launch needs besides the problem: divisors for the task -> (row, group) mapping.
 struct KernelArgs {
   QuantParams p;
-  FastDivmod groups_per_row;
+  FastDivmod task_columns;  // a row's columns of tasks: its groups, or its scale words (kTaskColumnLog2)
   FastDivmod rows_per_outer;
   int32_t num_tasks;  // dense: all groups (rows rounded up when rows_first_log2 > 0); masked: from the counts
   int32_t num_rows;   // dense: rows over all (outer, row) pairs
   // Dense task order. 0: a warp's sub-warps take consecutive groups of one row. k > 0 (column-major
-  // fp32 scales): the tasks run through 2^k consecutive rows of one group before the next group, so
-  // that a warp's scales are adjacent (one store instruction) and a block's fill whole lines;
-  // otherwise each 4-byte scale is a store to its own sector, and the sectors written piecewise from
-  // many SMs at once cost M=4096, H=4096 8% (probe).
+  // scales): the tasks run through 2^k consecutive rows of one column (a group; packed UE8M0: the
+  // four groups of a scale word) before the next column, so that a warp's scales are adjacent (one
+  // store instruction) and a block's fill whole sectors; otherwise each 4-byte scale (word) is a store
+  // to its own sector, and the sectors written piecewise from many SMs at once cost M=4096, H=4096 8%
+  // (probe, fp32 scales).
   int32_t rows_first_log2;
   // Launched with programmatic dependent launch: the kernel may start before the previous one ends.
   // Without it, data read before pdl_wait_for_producer() is final already (masked counts: one read).
@@ -294,15 +308,20 @@ __device__ __forceinline__ Task<T> locate_task(const QuantParams& p, int outer, 
 // order with 2^0 rows per unit. Rows-first order (see KernelArgs) pads the rows to whole units:
 // tasks of padding rows, like tasks past the end, come back with valid = false and an address that
 // is never dereferenced (an invalid task reads and writes nothing).
-template <typename T, int GS, bool kSplitOuter>
+// Packed UE8M0 scales (kTaskColumnLog2 = 2): a task column is the four groups of a scale word, the low
+// two bits of the task its group in the column; a row's last column may hold padding groups (invalid).
+template <typename T, int GS, ScaleKind SK, bool SILU, bool kSplitOuter>
 __device__ __forceinline__ Task<T> locate_dense_task_split(const KernelArgs& args, int task, bool& valid) {
   const QuantParams& p = args.p;
+  constexpr int c = kTaskColumnLog2<SK, SILU, false>;
   const int k = args.rows_first_log2;
-  const int unit = task >> k;  // (block of 2^k rows, group)
-  const int row_block = args.groups_per_row.div(unit);
-  const int g = unit - row_block * p.groups_per_row;
-  const int row_index = (row_block << k) + (task & ((1 << k) - 1));
-  valid = valid && row_index < args.num_rows;
+  const int column_task = task >> c;   // the task's (row, column)
+  const int unit = column_task >> k;   // (block of 2^k rows, column)
+  const int row_block = args.task_columns.div(unit);
+  const int columns = (p.groups_per_row + (1 << c) - 1) >> c;
+  const int g = ((unit - row_block * columns) << c) + (task & ((1 << c) - 1));
+  const int row_index = (row_block << k) + (column_task & ((1 << k) - 1));
+  valid = valid && row_index < args.num_rows && (c == 0 || g < p.groups_per_row);
   const int outer = kSplitOuter ? args.rows_per_outer.div(row_index) : 0;
   const int row = row_index - outer * static_cast<int>(p.rows_per_outer);
   Task<T> t;  // locate_task's addresses; the codes' row is row_index itself
@@ -315,10 +334,10 @@ __device__ __forceinline__ Task<T> locate_dense_task_split(const KernelArgs& arg
 
 // The second division (row index -> (outer, row)) only where the launcher could not fold the rows
 // into one index (num_outer > 1: strided batches, DSV4 with T > 1); one uniform branch.
-template <typename T, int GS>
+template <typename T, int GS, ScaleKind SK, bool SILU>
 __device__ __forceinline__ Task<T> locate_dense_task(const KernelArgs& args, int task, bool& valid) {
-  return args.p.num_outer == 1 ? locate_dense_task_split<T, GS, false>(args, task, valid)
-                               : locate_dense_task_split<T, GS, true>(args, task, valid);
+  return args.p.num_outer == 1 ? locate_dense_task_split<T, GS, SK, SILU, false>(args, task, valid)
+                               : locate_dense_task_split<T, GS, SK, SILU, true>(args, task, valid);
 }
 
 // pdl_wait_for_producer, ordered after the computation of `t`. The wait has only a memory effect,
@@ -338,7 +357,7 @@ __device__ __forceinline__ void pdl_wait_for_producer_after(const Task<T>& t) {
 template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_masked_task(const KernelArgs& args, const int* prefix, int task) {
   const QuantParams& p = args.p;
-  const int row_index = args.groups_per_row.div(task);
+  const int row_index = args.task_columns.div(task);
   const int g = task - row_index * p.groups_per_row;
   int lo = 0, hi = static_cast<int>(p.num_outer) - 1;
   while (lo < hi) {
@@ -391,7 +410,7 @@ __device__ __forceinline__ int warp_exclusive_prefix(int count, int num_experts)
 template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& args, int exclusive, int task) {
   const QuantParams& p = args.p;
-  const int row_index = args.groups_per_row.div(task);
+  const int row_index = args.task_columns.div(task);
   const int g = task - row_index * p.groups_per_row;
   const int lane = threadIdx.x & 31;
   const bool is_expert = lane < p.num_outer;
@@ -545,7 +564,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // 32-bit: the tasks end below num_tasks + groups_per_block < 2^32.
     const uint32_t task = blockIdx.x * static_cast<uint32_t>(groups_per_block) + sub;
     bool valid = task < static_cast<uint32_t>(num_tasks);
-    const Task<T> t = locate_dense_task<T, GS>(args, static_cast<int>(task), valid);
+    const Task<T> t = locate_dense_task<T, GS, SK, SILU>(args, static_cast<int>(task), valid);
     SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
     pdl_wait_for_producer_after(t);  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
@@ -734,28 +753,31 @@ cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem,
 }
 
 // Launch shape and arguments of one call of `kernel` (a per_token_group_quant_kernel variant of group
-// size GS, scale kind SK, layout MASKED), with the options it can use.
-template <auto kernel, int GS, ScaleKind SK, bool MASKED>
+// size GS, scale kind SK, fused SiLU or not, layout MASKED), with the options it can use.
+template <auto kernel, int GS, ScaleKind SK, bool SILU, bool MASKED>
 cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
-  // Rows-first task order (KernelArgs) for dense column-major fp32 scales, in units of up to 32 rows,
-  // so that a block of 256 threads writes whole 128-byte lines of scales (probe, H200: M=16384,
-  // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp).
-  // The rows are padded to whole units; the unit halves, down to one row per sub-warp of a warp, until
-  // the padding is at most 1/8 of the rows. Not for 16-element groups (a warp would then store 16-byte
-  // halves of 32 rows' code sectors) nor for fewer rows than a warp has sub-warps (M=1 would launch
-  // 4x the tasks).
-  constexpr int kMinUnitRows = 32 / kThreadsPerGroup;
+  // Rows-first task order (KernelArgs) for dense column-major scales, in units of up to 32 rows, so
+  // that a block of 256 threads writes whole 128-byte lines of fp32 scales (probe, H200: M=16384,
+  // H=7168 84.08 -> 83.61 us, M=4096 12.19 -> 12.08, vs units of one row per sub-warp of a warp) and
+  // whole sectors of packed UE8M0 words (8 rows of a word column; not with fused SiLU: kTaskColumnLog2).
+  // The rows are padded to whole units; the unit halves, down to one row per warp's worth of task
+  // columns, until the padding is at most 1/8 of the rows. Not for 16-element groups (a warp would
+  // then store 16-byte halves of many rows' code sectors) nor for fewer rows than a warp takes (fp32
+  // scales at M=1 would launch 4x the tasks).
+  constexpr int kColumnLog2 = kTaskColumnLog2<SK, SILU, MASKED>;
+  constexpr int kMinUnitRows = (32 / kThreadsPerGroup >> kColumnLog2) > 1 ? 32 / kThreadsPerGroup >> kColumnLog2 : 1;
   constexpr int kMaxUnitRows = 32;
   const int64_t num_rows = p.num_rows();
-  int64_t num_tasks = p.num_groups();
+  const int64_t columns = (p.groups_per_row + (1 << kColumnLog2) - 1) >> kColumnLog2;
+  int64_t num_tasks = num_rows * columns << kColumnLog2;  // (masked: replaced by the counts' on the device)
   int rows_first_log2 = 0;
-  if (p.masked_m == nullptr && GS >= 32 && SK != ScaleKind::kPackedUE8M0 && p.s_group_stride != 1 &&
-      num_rows >= kMinUnitRows) {
+  if (p.masked_m == nullptr && GS >= 32 && (SK != ScaleKind::kPackedUE8M0 || kColumnLog2 > 0) &&
+      p.s_group_stride != 1 && num_rows >= kMinUnitRows) {
     auto padded_rows = [num_rows](int64_t unit) { return (num_rows + unit - 1) / unit * unit; };
     int unit = kMaxUnitRows;
     while (unit > kMinUnitRows && padded_rows(unit) * 8 > num_rows * 9) unit /= 2;
-    const int64_t padded = padded_rows(unit) * p.groups_per_row;
+    const int64_t padded = padded_rows(unit) * columns << kColumnLog2;
     if (padded < (int64_t{1} << 31)) {
       num_tasks = padded;
       rows_first_log2 = log2_of_power_of_two(unit);
@@ -800,7 +822,7 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
     q.rows_per_outer *= q.num_outer;
     q.num_outer = 1;
   }
-  args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+  args.task_columns = FastDivmod(static_cast<uint32_t>(columns));
   args.rows_per_outer = FastDivmod(static_cast<uint32_t>(q.rows_per_outer));
   args.num_tasks = static_cast<int32_t>(num_tasks);
   args.num_rows = static_cast<int32_t>(num_rows);
@@ -819,9 +841,9 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   const LaunchOptions opt = options_for<kernel>(requested);
   if constexpr (MASKED) {
     constexpr auto final_counts_kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, true, true>;
-    if (!opt.pdl) return launch_quant_kernel<final_counts_kernel, GS, SK, true>(p, opt);
+    if (!opt.pdl) return launch_quant_kernel<final_counts_kernel, GS, SK, SILU, true>(p, opt);
   }
-  return launch_quant_kernel<kernel, GS, SK, MASKED>(p, opt);
+  return launch_quant_kernel<kernel, GS, SK, SILU, MASKED>(p, opt);
 }
 
 // Every variant of one group size and layout (MASKED): {bf16, fp16} x {fp8, int8} x {3 scale kinds} x

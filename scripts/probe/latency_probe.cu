@@ -52,6 +52,12 @@ __global__ void round_trip_kernel(const uint4* in, uint4* out) {
   out[t] = make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
 }
 
+// KernelArgs' divisor by a row's groups: `task_columns` since session 19, `groups_per_row` before, so
+// that A/B builds against older headers (scripts/probe/headers_of.sh) compile too.
+template <typename A>
+__host__ __device__ auto row_divisor(A& a, int) -> decltype((a.task_columns)) { return a.task_columns; }
+template <typename A>
+__host__ __device__ auto row_divisor(A& a, long) -> decltype((a.groups_per_row)) { return a.groups_per_row; }
 
 // Issue 13 experiment (mode "lean"): the dense kernel's one-task-per-sub-warp case with the least
 // index math before the first load: one 32-bit division, 32-bit offsets (LEAN32) or locate_task's
@@ -65,7 +71,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 4) lean_kernel(const KernelA
   const int sub = threadIdx.x / kThreadsPerGroup, lane = threadIdx.x % kThreadsPerGroup;
   const int task = blockIdx.x * (blockDim.x / kThreadsPerGroup) + sub;
   const bool valid = task < args.num_tasks;
-  const int row = args.groups_per_row.div(task);
+  const int row = row_divisor(args, 0).div(task);
   const int g = task - row * p.groups_per_row;
   Task<T> t;
   if constexpr (LEAN32) {
@@ -89,7 +95,7 @@ template <bool LEAN32>
 void launch_lean(const QuantParams& p, const LaunchOptions& o) {
   KernelArgs args;
   args.p = p;
-  args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+  row_divisor(args, 0) = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
   args.num_tasks = static_cast<int32_t>(p.num_groups());
   const int threads = 128, per_block = threads / 8;
   launch_kernel(lean_kernel<128, LEAN32>, (args.num_tasks + per_block - 1) / per_block, threads, 0, o, args);
@@ -174,7 +180,7 @@ __device__ __forceinline__ void lean8_task(const Lean8Args& a) {
 // The same task with the parameters of the real kernel (KernelArgs) or the small ones.
 template <bool PLAIN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) lean8_kernel(const KernelArgs args) {
-  lean8_task<PLAIN>(lean8_args(args.p, args.groups_per_row, args.num_tasks));
+  lean8_task<PLAIN>(lean8_args(args.p, row_divisor(args, 0), args.num_tasks));
 }
 template <bool PLAIN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) lean8_small_kernel(const Lean8Args a) {
@@ -191,7 +197,7 @@ void launch_lean8(const QuantParams& p, const LaunchOptions& o) {
   } else {
     KernelArgs args;
     args.p = p;
-    args.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+    row_divisor(args, 0) = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
     args.num_tasks = static_cast<int32_t>(p.num_groups());
     launch_kernel(lean8_kernel<PLAIN>, grid, THREADS, 0, o, args);
   }
