@@ -766,14 +766,16 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
   // then store 16-byte halves of many rows' code sectors) nor for fewer rows than a warp takes (fp32
   // scales at M=1 would launch 4x the tasks).
   constexpr int kColumnLog2 = kTaskColumnLog2<SK, SILU, MASKED>;
-  constexpr int kMinUnitRows = (32 / kThreadsPerGroup >> kColumnLog2) > 1 ? 32 / kThreadsPerGroup >> kColumnLog2 : 1;
+  constexpr int kWarpRows = 32 / kThreadsPerGroup >> kColumnLog2;  // rows of a warp's tasks (0: part of one)
+  constexpr int kMinUnitRows = kWarpRows > 1 ? kWarpRows : 1;
   constexpr int kMaxUnitRows = 32;
+  // packed UE8M0 scales go rows first only by words (fused SiLU keeps the row order: kTaskColumnLog2)
+  constexpr bool kRowsFirstScales = SK != ScaleKind::kPackedUE8M0 || kColumnLog2 > 0;
   const int64_t num_rows = p.num_rows();
   const int64_t columns = (p.groups_per_row + (1 << kColumnLog2) - 1) >> kColumnLog2;
   int64_t num_tasks = num_rows * columns << kColumnLog2;  // (masked: replaced by the counts' on the device)
   int rows_first_log2 = 0;
-  if (p.masked_m == nullptr && GS >= 32 && (SK != ScaleKind::kPackedUE8M0 || kColumnLog2 > 0) &&
-      p.s_group_stride != 1 && num_rows >= kMinUnitRows) {
+  if (p.masked_m == nullptr && GS >= 32 && kRowsFirstScales && p.s_group_stride != 1 && num_rows >= kMinUnitRows) {
     auto padded_rows = [num_rows](int64_t unit) { return (num_rows + unit - 1) / unit * unit; };
     int unit = kMaxUnitRows;
     while (unit > kMinUnitRows && padded_rows(unit) * 8 > num_rows * 9) unit /= 2;
