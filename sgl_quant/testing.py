@@ -26,15 +26,20 @@ def _exp2_exact(e: torch.Tensor) -> torch.Tensor:
     return ((e + 127) << 23).to(torch.int32).view(torch.float32)
 
 
+_MAKE_INPUT_CHUNK = 1 << 24  # elements per pass: the int64 temporaries stay ~0.5 GB for any shape
+
+
 def make_input(shape, dtype=torch.bfloat16, seed=0, device="cpu") -> torch.Tensor:
     """A ``shape`` tensor of ``dtype`` whose values depend only on (index, seed)."""
     n = math.prod(shape)
-    i = torch.arange(n, dtype=torch.int64, device=device)
-    mantissa = (_hash32((i + seed * 0x9E3779B1) & _MASK32) & 0xFFFF) - 32768
-    block = _hash32(((i // 128) * 7919 + seed * 104729 + 12345) & _MASK32)
-    value = mantissa.to(torch.float32) * _exp2_exact((block % 17) - 27)
-    value = torch.where(block % 23 == 0, torch.zeros_like(value), value)
-    return value.to(dtype).reshape(shape)
+    out = torch.empty(n, dtype=dtype, device=device)
+    for start in range(0, n, _MAKE_INPUT_CHUNK):
+        i = torch.arange(start, min(n, start + _MAKE_INPUT_CHUNK), dtype=torch.int64, device=device)
+        mantissa = (_hash32((i + seed * 0x9E3779B1) & _MASK32) & 0xFFFF) - 32768
+        block = _hash32(((i // 128) * 7919 + seed * 104729 + 12345) & _MASK32)
+        value = mantissa.to(torch.float32) * _exp2_exact((block % 17) - 27)
+        out[start:start + i.numel()] = torch.where(block % 23 == 0, torch.zeros_like(value), value).to(dtype)
+    return out.reshape(shape)
 
 
 def make_masked_m(num_experts, tokens_pad, seed=0, device="cpu") -> torch.Tensor:

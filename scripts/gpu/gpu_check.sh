@@ -62,7 +62,7 @@ if [[ " $STEPS " == *" tests "* ]]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / ${TEST_WORKERS:-8} ))}  # no oversubscription by the workers' CPU ops
   for f in $TEST_FILES; do
     part=$(mktemp)
-    (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs -p no:cacheprovider $xdist) >"$part" 2>&1
+    (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs --durations=5 -p no:cacheprovider $xdist) >"$part" 2>&1
     rc=$?; { echo "== tests/$f.py"; cat "$part"; echo "rc=$rc"; } >>"$OUT/tests.log"
     # this file's own result line (a file whose tests all skip has no "passed")
     summary+=("$(printf 'tests      rc=%-3s %-26s %s' "$rc" "$f" "$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$part" | tail -1)")")
