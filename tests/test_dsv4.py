@@ -71,7 +71,15 @@ def test_dsv4_cpu(shape, dtype, strided_input):
         consumer_check(x, q, s)
 
 
+@pytest.fixture
+def release_device_memory():
+    """After the test (passed or not), give the cached blocks back to the other workers on this device."""
+    yield
+    torch.cuda.empty_cache()
+
+
 @pytest.mark.gpu
+@pytest.mark.usefixtures("release_device_memory")
 @pytest.mark.parametrize("strided_input", [False, True], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=str)
@@ -83,5 +91,3 @@ def test_dsv4_gpu(shape, dtype, strided_input):
         if x.numel() <= 2**24:
             q_cpu, s_cpu = sgl_quant.per_token_group_quant_fp8_dsv4(x.cpu())  # UE8M0 plain: CPU == CUDA exactly
             assert torch.equal(q.cpu().view(torch.uint8), q_cpu.view(torch.uint8)) and torch.equal(s.cpu(), s_cpu)
-    del x, q, s
-    torch.cuda.empty_cache()  # give the cached blocks back to the other workers on this device
