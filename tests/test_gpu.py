@@ -209,6 +209,52 @@ def test_packed_scales_word_order(group_size):
             compare(gpu, cpu[:2], gpu[2], codes_exact=True, scales_exact=True, what=f"M={m} G={groups} pdl={pdl}")
 
 
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_small_calls_around_the_small_call_kernel(layout, group_size):
+    """Dense calls of at most 8 rows (one row index, no fused SiLU) run a kernel of their own
+    (small_call_quant_kernel: 8 values per thread, compact arguments); 9 rows, 3-D batches that do not
+    fold into one row index and fused SiLU run the general one. Around that boundary, with strided
+    rows, folded and unfolded batches, both launch modes and every block size: the CPU op's bytes
+    (SPEC §1.1 exact layouts) or the one-step bound, nothing written outside the result, one set of
+    bytes whatever the launch, and the general kernel's bytes (fp8 and int8)."""
+    from sgl_quant import _C
+    exact = LAYOUTS[layout][2]
+    h = 3 * max(group_size, 256)
+    base = make_input((2, 12, 2 * h), torch.bfloat16, seed=90 + group_size, device="cuda")
+    inputs = [base[0, :m, :h].contiguous() for m in (1, 2, 7, 8, 9)]
+    inputs += [base[0, :8, h // 2:h // 2 + h],  # strided rows
+               base[:, :4, :h].contiguous(),    # [2, 4, H]: folds into 8 rows
+               base[:, :3, :h],                 # sliced batch: does not fold (general kernel)
+               base[0, :5, :h].to(torch.float16)]
+    defaults = _C._launch_config()
+    for x in inputs:
+        cpu = run_v2(x.cpu(), group_size, FP8, layout)
+        first = None
+        for pdl in (False, True):
+            for threads in (0, 32, 64, 512):
+                try:
+                    _C._set_launch_config(threads, defaults[1], defaults[2])
+                    gpu = run_v2(x, group_size, FP8, layout, enable_pdl=pdl)
+                finally:
+                    _C._set_launch_config(*defaults)
+                what = f"{tuple(x.shape)} stride {x.stride()} pdl={pdl} threads={threads}"
+                compare(gpu, cpu[:2], gpu[2], codes_exact=exact, scales_exact=True, max_code_fraction=2e-3, what=what)
+                if first is None:
+                    first = gpu
+                assert torch.equal(gpu[0].view(torch.uint8), first[0].view(torch.uint8)), what
+                assert torch.equal(gpu[1], first[1]), what
+    # The small-call kernel's bytes are the general kernel's: the first m rows of a 9-row call (general
+    # kernel) against the m-row call (small-call kernel), int8 too (where the CPU op is one step away).
+    nine = base[0, :9, :h].contiguous()
+    for out in (FP8, torch.int8):
+        general = run_v2(nine, group_size, out, layout)
+        for m in (1, 5, 8):
+            small = run_v2(nine[:m], group_size, out, layout)
+            assert torch.equal(small[0].view(torch.uint8), general[0][:m].view(torch.uint8)), f"{out} M={m}"
+            assert torch.equal(small[1], general[1][:m]), f"{out} M={m}"
+
+
 def test_silu_product_flushes_subnormal_up_cuda():
     """The paired 16-bit multiply of the SiLU product flushes a subnormal bf16 `up` as the reference's
     fp32 multiply does (test_cpu_ops has the case); masked too."""

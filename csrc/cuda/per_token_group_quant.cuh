@@ -11,7 +11,8 @@
 // latency-bound). Dense calls with column-major scales order the tasks rows-first, so that the
 // scales a warp writes are adjacent (KernelArgs::rows_first_log2; packed UE8M0 by scale words,
 // kTaskColumnLog2). Masked calls: blocks walk the task
-// list with a grid-stride loop over a grid sized to the machine.
+// list with a grid-stride loop over a grid sized to the machine. Dense calls of at most 8 rows (no
+// fused SiLU) run small_call_quant_kernel instead: GS/8 threads of 8 values per group, compact parameters.
 // Masked (MoE) layout, a kernel of its own: only valid rows become tasks, so the work is spread
 // evenly whatever the counts and padded rows cost nothing. The prefix sum of the clamped per-expert
 // counts is computed on the device by every warp with shuffles (<= 32 experts; from a read of the
@@ -210,12 +211,27 @@ __device__ unsigned long long g_probe_blocks[2 * kProbeMaxBlocks];
 #define SGLQ_PROBE_BLOCK(i)
 #endif
 
-// Codes for 16 values (8 packed words) with quantization multiplier y, saturated to [MIN, MAX].
-template <typename T, typename R>
-__device__ __forceinline__ uint4 encode16(const uint32_t (&w)[8], float y) {
-  uint32_t out[4];
+// Codes for 2N values (N packed words: N = 8 for a thread's 16 values, 4 for the small-call kernel's 8) with
+// quantization multiplier y, saturated to [MIN, MAX]: N/2 words of four codes. Returned by value and
+// selected by value against the NaN words (quantize_words), as the uint4 of before: ptxas then gives the
+// 16-value kernels the code of before (an if/else rescheduled them; session 21).
+template <int N>
+struct CodeWords {
+  uint32_t v[N];
+  static __device__ __forceinline__ CodeWords filled(uint32_t word) {
+    CodeWords c;
 #pragma unroll
-  for (int j = 0; j < 8; j += 2) {
+    for (int j = 0; j < N; ++j) c.v[j] = word;
+    return c;
+  }
+};
+
+template <typename T, typename R, int N>
+__device__ __forceinline__ CodeWords<N / 2> encode_words(const uint32_t (&w)[N], float y) {
+  CodeWords<N / 2> codes;
+  uint32_t* out = codes.v;
+#pragma unroll
+  for (int j = 0; j < N; j += 2) {
     uint32_t lohi[2];
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
@@ -237,7 +253,7 @@ __device__ __forceinline__ uint4 encode16(const uint32_t (&w)[8], float y) {
     }
     out[j / 2] = lohi[0] | (lohi[1] << 16);
   }
-  return make_uint4(out[0], out[1], out[2], out[3]);
+  return codes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -452,17 +468,19 @@ __device__ __forceinline__ TaskInput<SILU> load_task_input(const QuantParams& p,
 // [GS / 2 + lane * 8, +8) in w[4..7]. Codes go to t.dst, the scale to output_s at (t.s_row, t.g). Every
 // op's codes and scales come from here. Every thread of the warp must call it (shuffles); threads
 // of an invalid task only take part in them.
-template <typename T, typename R, int GS, ScaleKind SK>
+// kWords = 4 (small_call_quant_kernel): GS/8 threads per group, each with the 8 values [lane * 8, +8).
+template <typename T, typename R, int GS, ScaleKind SK, int kWords = 8>
 __device__ __forceinline__ void quantize_words(const QuantParams& p, const Task<T>& t, int lane, bool valid,
-                                               const uint32_t (&w)[8]) {
-  constexpr int kThreadsPerGroup = GS / kElemsPerThread;
+                                               const uint32_t (&w)[kWords]) {
+  static_assert(kWords == 8 || kWords == 4, "16 or 8 values per thread");
+  constexpr int kThreadsPerGroup = GS / (2 * kWords);
   constexpr bool kRoundScale = SK != ScaleKind::kFloat;
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
 
   // amax over the 16-bit abs patterns (two lanes at a time); NaN/Inf sort above every finite value.
   uint32_t m2 = 0;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) m2 = __vmaxu2(m2, w[j] & 0x7fff7fffu);
+  for (int j = 0; j < kWords; ++j) m2 = __vmaxu2(m2, w[j] & 0x7fff7fffu);
   uint32_t amax_bits = Pack2<T>::abs_bits_to_float_bits(max(m2 & 0xffffu, m2 >> 16));
 #pragma unroll
   for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2) {
@@ -484,12 +502,14 @@ __device__ __forceinline__ void quantize_words(const QuantParams& p, const Task<
   }
 
   constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
-  const uint4 codes = finite ? encode16<T, R>(w, y) : make_uint4(nan_word, nan_word, nan_word, nan_word);
-  if constexpr (GS == kElemsPerThread) {  // one thread per group: the chunks are adjacent
-    *reinterpret_cast<uint4*>(t.dst) = codes;
+  const CodeWords<kWords / 2> codes = finite ? encode_words<T, R, kWords>(w, y) : CodeWords<kWords / 2>::filled(nan_word);
+  if constexpr (kWords == 4) {  // the thread's 8 values are adjacent
+    *reinterpret_cast<uint2*>(t.dst + chunk0) = make_uint2(codes.v[0], codes.v[1]);
+  } else if constexpr (GS == kElemsPerThread) {  // one thread per group: the chunks are adjacent
+    *reinterpret_cast<uint4*>(t.dst) = make_uint4(codes.v[0], codes.v[1], codes.v[2], codes.v[3]);
   } else {
-    *reinterpret_cast<uint2*>(t.dst + chunk0) = make_uint2(codes.x, codes.y);
-    *reinterpret_cast<uint2*>(t.dst + chunk1) = make_uint2(codes.z, codes.w);
+    *reinterpret_cast<uint2*>(t.dst + chunk0) = make_uint2(codes.v[0], codes.v[1]);
+    *reinterpret_cast<uint2*>(t.dst + chunk1) = make_uint2(codes.v[2], codes.v[3]);
   }
 
   if (lane == 0) {
@@ -662,6 +682,52 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
   }
 }
 
+// Small dense calls (small_call_fits: at most kSmallCallMaxRows rows, one row index, 32-bit strides,
+// no fused SiLU): one task per GS/8 threads, each with one 16-byte load of 8 adjacent values and one
+// 8-byte store of their codes, and 64 bytes of parameters instead of KernelArgs' 144. Without PDL the
+// index math and the parameter reads before the first load are the call's latency; this kernel has
+// one division and no task orders (rows-first order needs more rows than these calls have).
+// Probe, H200, session 21 (benchmark/NOTES.md), µs without / with PDL, in the same process as the
+// reference kernel (sgl-kernel v2, rebuilt for the comparison; no PDL): M=1 H=4096 1.37 / 0.79 -> 1.29 /
+// 0.75 (reference 1.29), M=8 H=4096 1.42 / 0.83 -> 1.36 / 0.79 (1.33), ten chained M=1 launches 13.68 ->
+// 12.85 (12.90).
+struct SmallCallArgs {
+  const void* input;
+  void* output_q;
+  void* output_s;
+  FastDivmod groups_per_row;
+  int32_t num_tasks;
+  int32_t groups;  // per row
+  int32_t in_row_stride, hidden, s_row_stride, s_group_stride;
+  float eps;
+};
+
+template <typename T, typename R, int GS, ScaleKind SK>
+__global__ void __launch_bounds__(kMaxBlockThreads, 4) small_call_quant_kernel(const SmallCallArgs a) {
+  constexpr int kThreadsPerGroup = GS / 8;
+  const int sub = threadIdx.x / kThreadsPerGroup, lane = threadIdx.x % kThreadsPerGroup;
+  // 32-bit: the tasks end below num_tasks + groups per block < 2^31 (small_call_fits)
+  const uint32_t task = blockIdx.x * (blockDim.x / kThreadsPerGroup) + sub;
+  const bool valid = task < static_cast<uint32_t>(a.num_tasks);
+  const int row = a.groups_per_row.div(static_cast<int>(task));
+  const int g = static_cast<int>(task) - row * a.groups;
+  QuantParams p;  // what quantize_words reads
+  p.output_s = a.output_s;
+  p.s_group_stride = a.s_group_stride;
+  p.groups_per_row = a.groups;
+  p.eps = a.eps;
+  Task<T> t;
+  t.src = static_cast<const T*>(a.input) + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
+  t.dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * a.hidden + g * GS;
+  t.s_row = static_cast<int64_t>(row) * a.s_row_stride;
+  t.g = g;
+  pdl_wait_for_producer_after(t);  // the input may come from the previous kernel
+  pdl_allow_dependents();
+  const uint4 v = valid ? load_input_vec(t.src) : make_uint4(0, 0, 0, 0);
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  quantize_words<T, R, GS, SK, 4>(p, t, lane, valid, w);
+}
+
 // ---------------------------------------------------------------------------------------------
 struct LaunchOptions {
   cudaStream_t stream = nullptr;
@@ -752,6 +818,50 @@ cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem,
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
+// Folds (outer, row) into one row index where the strides allow it (contiguous batches), which saves
+// the kernel a division per task. 2-D inputs have num_outer == 1 already.
+inline void fold_outer_rows(QuantParams& q) {
+  if (q.masked_m == nullptr && q.num_outer > 1 && q.in_outer_stride == q.rows_per_outer * q.in_row_stride &&
+      q.s_outer_stride == q.rows_per_outer * q.s_row_stride) {
+    q.rows_per_outer *= q.num_outer;
+    q.num_outer = 1;
+  }
+}
+
+// Dense calls of at most this many rows run small_call_quant_kernel (where small_call_fits). Measured
+// to gain at 1 and 8 rows in both launch modes; the probe's lean kernels of the same kind lost at 64
+// rows (session 7: each column-major scale a store to its own sector, without rows-first order).
+constexpr int64_t kSmallCallMaxRows = 8;
+
+// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides and tasks in 32 bits.
+inline bool small_call_fits(const QuantParams& p) {
+  constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
+  auto fits = [](int64_t v) { return v >= 0 && v <= kMax32; };
+  return p.masked_m == nullptr && !p.fuse_silu_and_mul && p.num_outer == 1 && p.rows_per_outer <= kSmallCallMaxRows &&
+         fits(p.in_row_stride) && fits(p.s_row_stride) && fits(p.s_group_stride) && p.num_groups() + 512 <= kMax32;
+}
+
+template <typename T, typename R, int GS, ScaleKind SK>
+cudaError_t launch_small_call(const QuantParams& p, const LaunchOptions& requested) {
+  constexpr auto kernel = small_call_quant_kernel<T, R, GS, SK>;
+  const LaunchOptions opt = options_for<kernel>(requested);
+  const int threads = opt.block_threads > 0 ? opt.block_threads : 128;
+  const int groups_per_block = threads / (GS / 8);
+  SmallCallArgs a;
+  a.input = p.input;
+  a.output_q = p.output_q;
+  a.output_s = p.output_s;
+  a.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
+  a.num_tasks = static_cast<int32_t>(p.num_groups());
+  a.groups = p.groups_per_row;
+  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
+  a.hidden = p.hidden;
+  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
+  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
+  a.eps = p.eps;
+  return launch_kernel(kernel, (a.num_tasks + groups_per_block - 1) / groups_per_block, threads, 0, opt, a);
+}
+
 // Launch shape and arguments of one call of `kernel` (a per_token_group_quant_kernel variant of group
 // size GS, scale kind SK, fused SiLU or not, layout MASKED), with the options it can use.
 template <auto kernel, int GS, ScaleKind SK, bool SILU, bool MASKED>
@@ -816,14 +926,8 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
   const bool full_rounds = grid < blocks_needed;  // capped: opt.waves whole rounds of resident blocks
   KernelArgs args;
   args.p = p;
-  // Fold (outer, row) into one row index where the strides allow it (contiguous batches), which
-  // saves the kernel a division per task. 2-D inputs have num_outer == 1 already.
   QuantParams& q = args.p;
-  if (q.masked_m == nullptr && q.num_outer > 1 && q.in_outer_stride == q.rows_per_outer * q.in_row_stride &&
-      q.s_outer_stride == q.rows_per_outer * q.s_row_stride) {
-    q.rows_per_outer *= q.num_outer;
-    q.num_outer = 1;
-  }
+  fold_outer_rows(q);
   args.task_columns = FastDivmod(static_cast<uint32_t>(columns));
   args.rows_per_outer = FastDivmod(static_cast<uint32_t>(q.rows_per_outer));
   args.num_tasks = static_cast<int32_t>(num_tasks);
@@ -839,6 +943,11 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& requested) {
   if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
+  if constexpr (!MASKED && !SILU) {
+    QuantParams folded = p;
+    fold_outer_rows(folded);
+    if (small_call_fits(folded)) return launch_small_call<T, R, GS, SK>(folded, requested);
+  }
   constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   if constexpr (MASKED) {

@@ -37,6 +37,8 @@ MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
 # kernels per instantiation file: v2 dense, v2 masked (with and without PDL: FINAL_COUNTS), RMSNorm
 KERNELS_PER_FILE = {"dense": 24, "masked": 48, "rmsnorm": 36}
+# and in each dense file the small-call kernels: {bf16, fp16} x {fp8, int8} x 3 scale kinds (plain bound)
+SMALL_CALL_KERNELS_PER_FILE = 12
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
 FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
@@ -165,8 +167,16 @@ def main(argv=None):
         expected = KERNELS_PER_FILE[layout]
         if len(kernels) != expected:
             errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected {expected}")
+        if layout == "dense":
+            small = [r for r in rows if "small_call_quant_kernel" in r[0]]
+            if len(small) != SMALL_CALL_KERNELS_PER_FILE:
+                errors.append(f"{source.name} sm_{arch}: {len(small)} small-call kernels in the ptxas report, "
+                              f"expected {SMALL_CALL_KERNELS_PER_FILE}")
+            kernels += small
         for name, regs, spills in kernels:
-            if family == "rmsnorm_quant_kernel":
+            if "small_call_quant_kernel" in name:
+                key, bound = (arch, "plain small-call", "dense"), MAX_REGISTERS[False]
+            elif family == "rmsnorm_quant_kernel":
                 flags = re.search(r"ELi([12])ELb([01])EEEvNS_", name)  # template arguments CHUNKS, PREFETCH
                 chunks, prefetch = flags.group(1), flags.group(2) == "1"
                 kind = f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
@@ -195,7 +205,7 @@ def main(argv=None):
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
         print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
-                  f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['dense']} (v2 dense), "
+                  f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} (v2 dense, small-call), "
                   f"{KERNELS_PER_FILE['masked']} (v2 masked) or {KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, "
                   f"no spills; {pdl_checked} kernels' SASS: every 128-bit load after the PDL wait, no .nc loads")
 

@@ -1,9 +1,10 @@
 """A representative subset of kernel launches for compute-sanitizer (memcheck / racecheck):
-every group size, dtype, output type and scale layout, fused SiLU, masked (with clamped counts),
+every group size, dtype, output type and scale layout (37 rows, and 5: the small-call kernel), fused SiLU, masked (with clamped counts),
 strided input, DSV4, empty inputs; masked with and without PDL; the fused RMSNorm op with
 small (several rows per warp), one-warp, many-warp, cluster (distributed shared memory) and two-chunk
 teams, with and without residual and normed output, and a long call (the prefetching kernel). Exits
 non-zero if any result differs from the CPU op (on the paths where the two are exact)."""
+import itertools
 import sys
 
 import torch
@@ -36,19 +37,17 @@ def fused_same_on_cuda_and_cpu(rows, h, seed, **kw):
 def main():
     failures = 0
     launches = 0
-    for gs in (16, 32, 64, 128, 256):
-        for dtype in (torch.bfloat16, torch.float16):
-            for fn in (sgl_quant.per_token_group_quant_fp8, sgl_quant.per_token_group_quant_int8):
-                for col, tma, ue8m0 in LAYOUTS:
-                    for silu in (False, True):
-                        x = make_input((37, (2 if silu else 1) * 7 * gs), dtype, seed=gs)
-                        kw = dict(column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0,
-                                  fuse_silu_and_mul=silu)
-                        qg, sg = fn(x.cuda(), gs, **kw)
-                        launches += 1
-                        if ue8m0 and not silu:  # exact path: compare with the CPU op
-                            qc, sc = fn(x, gs, **kw)
-                            failures += not (same(qg, qc) and same(sg, sc))
+    # 37 rows: the general dense kernel; 5 rows (plain): the small-call kernel
+    for gs, dtype, fn, (col, tma, ue8m0), silu, rows in itertools.product(
+            (16, 32, 64, 128, 256), (torch.bfloat16, torch.float16),
+            (sgl_quant.per_token_group_quant_fp8, sgl_quant.per_token_group_quant_int8), LAYOUTS, (False, True), (37, 5)):
+        x = make_input((rows, (2 if silu else 1) * 7 * gs), dtype, seed=gs)
+        kw = dict(column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0, fuse_silu_and_mul=silu)
+        qg, sg = fn(x.cuda(), gs, **kw)
+        launches += 1
+        if ue8m0 and not silu:  # exact path: compare with the CPU op
+            qc, sc = fn(x, gs, **kw)
+            failures += not (same(qg, qc) and same(sg, sc))
     for e, rows in ((5, 64), (3, 1), (32, 5), (33, 4)):  # per-warp scan (<= 32 experts) and shared-memory prefix
         x = make_input((e, rows, 2 * 7168), torch.bfloat16, seed=e, device="cuda")
         m = make_masked_m(e, rows, seed=e, device="cuda")
