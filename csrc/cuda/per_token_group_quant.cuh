@@ -702,6 +702,24 @@ struct SmallCallArgs {
   float eps;
 };
 
+// The arguments of a small call p (small_call_fits); groups_per_row: the divisor by p.groups_per_row
+// (FastDivmod's constructor is host code: the latency probe also builds these on the device).
+__host__ __device__ inline SmallCallArgs small_call_args(const QuantParams& p, FastDivmod groups_per_row) {
+  SmallCallArgs a;
+  a.input = p.input;
+  a.output_q = p.output_q;
+  a.output_s = p.output_s;
+  a.groups_per_row = groups_per_row;
+  a.num_tasks = static_cast<int32_t>(p.num_outer * p.rows_per_outer * p.groups_per_row);  // p.num_groups()
+  a.groups = p.groups_per_row;
+  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
+  a.hidden = p.hidden;
+  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
+  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
+  a.eps = p.eps;
+  return a;
+}
+
 template <typename T, typename R, int GS, ScaleKind SK>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) small_call_quant_kernel(const SmallCallArgs a) {
   constexpr int kThreadsPerGroup = GS / 8;
@@ -847,18 +865,7 @@ cudaError_t launch_small_call(const QuantParams& p, const LaunchOptions& request
   const LaunchOptions opt = options_for<kernel>(requested);
   const int threads = opt.block_threads > 0 ? opt.block_threads : 128;
   const int groups_per_block = threads / (GS / 8);
-  SmallCallArgs a;
-  a.input = p.input;
-  a.output_q = p.output_q;
-  a.output_s = p.output_s;
-  a.groups_per_row = FastDivmod(static_cast<uint32_t>(p.groups_per_row));
-  a.num_tasks = static_cast<int32_t>(p.num_groups());
-  a.groups = p.groups_per_row;
-  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
-  a.hidden = p.hidden;
-  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
-  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
-  a.eps = p.eps;
+  const SmallCallArgs a = small_call_args(p, FastDivmod(static_cast<uint32_t>(p.groups_per_row)));
   return launch_kernel(kernel, (a.num_tasks + groups_per_block - 1) / groups_per_block, threads, 0, opt, a);
 }
 

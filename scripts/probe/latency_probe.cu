@@ -105,31 +105,12 @@ void launch_lean(const QuantParams& p, const LaunchOptions& o) {
 // elements (one 16-byte load, one 8-byte store) each, instead of 8 threads with 16; the lean prologue.
 // bf16 -> fp8, fp32 scales (any strides), num_outer == 1, one task per 16 threads, row order.
 // PLAIN: ld.global instead of the read-only path (ld.global.nc). Args: KernelArgs (144 bytes), or
-// Lean8Args (the 64 bytes it needs).
-struct Lean8Args {
-  const __nv_bfloat16* input;
-  uint8_t* output_q;
-  float* output_s;
-  FastDivmod groups_per_row;
-  int32_t num_tasks, groups, in_row_stride, hidden, s_row_stride, s_group_stride;
-  float eps;
-};
+// the 64 bytes it needs (SmallCallArgs: the small-call kernel, which grew out of this experiment, took them over).
+using Lean8Args = SmallCallArgs;
 
-// From the problem and the divisor (built on the host: FastDivmod's constructor is host code).
-__host__ __device__ inline Lean8Args lean8_args(const QuantParams& p, FastDivmod groups_per_row, int32_t num_tasks) {
-  Lean8Args a;
-  a.input = static_cast<const __nv_bfloat16*>(p.input);
-  a.output_q = static_cast<uint8_t*>(p.output_q);
-  a.output_s = static_cast<float*>(p.output_s);
-  a.groups_per_row = groups_per_row;
-  a.num_tasks = num_tasks;
-  a.groups = p.groups_per_row;
-  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
-  a.hidden = p.hidden;
-  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
-  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
-  a.eps = p.eps;
-  return a;
+// From the problem and the divisor (FastDivmod's constructor is host code); num_tasks is p's groups.
+__host__ __device__ inline Lean8Args lean8_args(const QuantParams& p, FastDivmod groups_per_row, int32_t) {
+  return small_call_args(p, groups_per_row);
 }
 
 template <bool PLAIN>
@@ -140,7 +121,8 @@ __device__ __forceinline__ void lean8_task(const Lean8Args& a) {
   const bool valid = task < a.num_tasks;
   const int row = a.groups_per_row.div(task);
   const int g = task - row * a.groups;
-  const __nv_bfloat16* src = a.input + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
+  const __nv_bfloat16* src =
+      static_cast<const __nv_bfloat16*>(a.input) + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
   pdl_wait_for_producer();
   pdl_allow_dependents();
   uint4 v = make_uint4(0, 0, 0, 0);
@@ -172,9 +154,9 @@ __device__ __forceinline__ void lean8_task(const Lean8Args& a) {
                    (static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(x1, __NV_SATFINITE, __NV_E4M3)) << 16);
     }
   }
-  uint8_t* dst = a.output_q + static_cast<int64_t>(row) * a.hidden + g * GS + lane * 8;
+  uint8_t* dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * a.hidden + g * GS + lane * 8;
   *reinterpret_cast<uint2*>(dst) = make_uint2(out[0], out[1]);
-  if (lane == 0) a.output_s[row * a.s_row_stride + g * a.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
+  if (lane == 0) static_cast<float*>(a.output_s)[row * a.s_row_stride + g * a.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
 }
 
 // The same task with the parameters of the real kernel (KernelArgs) or the small ones.
