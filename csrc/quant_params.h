@@ -58,8 +58,8 @@ struct QuantParams {
   ScaleKind scale_kind = ScaleKind::kFloat;
   bool fuse_silu_and_mul = false;
 
-  int64_t num_rows() const { return num_outer * rows_per_outer; }
-  int64_t num_groups() const { return num_rows() * groups_per_row; }
+  SGLQ_HD int64_t num_rows() const { return num_outer * rows_per_outer; }
+  SGLQ_HD int64_t num_groups() const { return num_rows() * groups_per_row; }
 };
 
 // The fused (add +) RMSNorm -> quantization problem (SPEC §6): `quant` describes the input rows

@@ -502,7 +502,8 @@ __device__ __forceinline__ void quantize_words(const QuantParams& p, const Task<
   }
 
   constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
-  const CodeWords<kWords / 2> codes = finite ? encode_words<T, R, kWords>(w, y) : CodeWords<kWords / 2>::filled(nan_word);
+  const CodeWords<kWords / 2> codes =
+      finite ? encode_words<T, R, kWords>(w, y) : CodeWords<kWords / 2>::filled(nan_word);
   if constexpr (kWords == 4) {  // the thread's 8 values are adjacent
     *reinterpret_cast<uint2*>(t.dst + chunk0) = make_uint2(codes.v[0], codes.v[1]);
   } else if constexpr (GS == kElemsPerThread) {  // one thread per group: the chunks are adjacent
@@ -710,7 +711,7 @@ __host__ __device__ inline SmallCallArgs small_call_args(const QuantParams& p, F
   a.output_q = p.output_q;
   a.output_s = p.output_s;
   a.groups_per_row = groups_per_row;
-  a.num_tasks = static_cast<int32_t>(p.num_outer * p.rows_per_outer * p.groups_per_row);  // p.num_groups()
+  a.num_tasks = static_cast<int32_t>(p.num_groups());
   a.groups = p.groups_per_row;
   a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
   a.hidden = p.hidden;
@@ -932,11 +933,9 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
   }
   const bool full_rounds = grid < blocks_needed;  // capped: opt.waves whole rounds of resident blocks
   KernelArgs args;
-  args.p = p;
-  QuantParams& q = args.p;
-  fold_outer_rows(q);
+  args.p = p;  // (outer, row) folded where the strides allow it (launch_per_token_group_quant)
   args.task_columns = FastDivmod(static_cast<uint32_t>(columns));
-  args.rows_per_outer = FastDivmod(static_cast<uint32_t>(q.rows_per_outer));
+  args.rows_per_outer = FastDivmod(static_cast<uint32_t>(p.rows_per_outer));
   args.num_tasks = static_cast<int32_t>(num_tasks);
   args.num_rows = static_cast<int32_t>(num_rows);
   args.rows_first_log2 = rows_first_log2;
@@ -950,18 +949,18 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& requested) {
   if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
+  QuantParams folded = p;  // masked calls: unchanged
+  fold_outer_rows(folded);
   if constexpr (!MASKED && !SILU) {
-    QuantParams folded = p;
-    fold_outer_rows(folded);
     if (small_call_fits(folded)) return launch_small_call<T, R, GS, SK>(folded, requested);
   }
   constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   if constexpr (MASKED) {
     constexpr auto final_counts_kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, true, true>;
-    if (!opt.pdl) return launch_quant_kernel<final_counts_kernel, GS, SK, SILU, true>(p, opt);
+    if (!opt.pdl) return launch_quant_kernel<final_counts_kernel, GS, SK, SILU, true>(folded, opt);
   }
-  return launch_quant_kernel<kernel, GS, SK, SILU, MASKED>(p, opt);
+  return launch_quant_kernel<kernel, GS, SK, SILU, MASKED>(folded, opt);
 }
 
 // Every variant of one group size and layout (MASKED): {bf16, fp16} x {fp8, int8} x {3 scale kinds} x

@@ -205,7 +205,8 @@ def main(argv=None):
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
         print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
-                  f": {len(sources)} files x {len(archs)} archs, {KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} (v2 dense, small-call), "
+                  f": {len(sources)} files x {len(archs)} archs, "
+                  f"{KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} (v2 dense, small-call), "
                   f"{KERNELS_PER_FILE['masked']} (v2 masked) or {KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, "
                   f"no spills; {pdl_checked} kernels' SASS: every 128-bit load after the PDL wait, no .nc loads")
 

@@ -1,9 +1,10 @@
 """A representative subset of kernel launches for compute-sanitizer (memcheck / racecheck):
-every group size, dtype, output type and scale layout (37 rows, and 5: the small-call kernel), fused SiLU, masked (with clamped counts),
-strided input, DSV4, empty inputs; masked with and without PDL; the fused RMSNorm op with
-small (several rows per warp), one-warp, many-warp, cluster (distributed shared memory) and two-chunk
-teams, with and without residual and normed output, and a long call (the prefetching kernel). Exits
-non-zero if any result differs from the CPU op (on the paths where the two are exact)."""
+every group size, dtype, output type and scale layout (37 rows, and 5: the small-call kernel), fused
+SiLU, masked (with clamped counts), strided input, DSV4, empty inputs; masked with and without PDL;
+the fused RMSNorm op with small (several rows per warp), one-warp, many-warp, cluster (distributed
+shared memory) and two-chunk teams, with and without residual and normed output, and a long call
+(the prefetching kernel). Exits non-zero if any result differs from the CPU op (on the paths where
+the two are exact)."""
 import itertools
 import sys
 
@@ -40,7 +41,8 @@ def main():
     # 37 rows: the general dense kernel; 5 rows (plain): the small-call kernel
     for gs, dtype, fn, (col, tma, ue8m0), silu, rows in itertools.product(
             (16, 32, 64, 128, 256), (torch.bfloat16, torch.float16),
-            (sgl_quant.per_token_group_quant_fp8, sgl_quant.per_token_group_quant_int8), LAYOUTS, (False, True), (37, 5)):
+            (sgl_quant.per_token_group_quant_fp8, sgl_quant.per_token_group_quant_int8), LAYOUTS, (False, True),
+            (37, 5)):
         x = make_input((rows, (2 if silu else 1) * 7 * gs), dtype, seed=gs)
         kw = dict(column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0, fuse_silu_and_mul=silu)
         qg, sg = fn(x.cuda(), gs, **kw)

@@ -105,7 +105,8 @@ void launch_lean(const QuantParams& p, const LaunchOptions& o) {
 // elements (one 16-byte load, one 8-byte store) each, instead of 8 threads with 16; the lean prologue.
 // bf16 -> fp8, fp32 scales (any strides), num_outer == 1, one task per 16 threads, row order.
 // PLAIN: ld.global instead of the read-only path (ld.global.nc). Args: KernelArgs (144 bytes), or
-// the 64 bytes it needs (SmallCallArgs: the small-call kernel, which grew out of this experiment, took them over).
+// the 64 bytes it needs (SmallCallArgs: the small-call kernel, which grew out of this experiment,
+// took them over).
 using Lean8Args = SmallCallArgs;
 
 // From the problem and the divisor (FastDivmod's constructor is host code); num_tasks is p's groups.
@@ -156,7 +157,8 @@ __device__ __forceinline__ void lean8_task(const Lean8Args& a) {
   }
   uint8_t* dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * a.hidden + g * GS + lane * 8;
   *reinterpret_cast<uint2*>(dst) = make_uint2(out[0], out[1]);
-  if (lane == 0) static_cast<float*>(a.output_s)[row * a.s_row_stride + g * a.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
+  float* scale = static_cast<float*>(a.output_s) + row * a.s_row_stride + g * a.s_group_stride;
+  if (lane == 0) *scale = finite ? s : __uint_as_float(kNanBits);
 }
 
 // The same task with the parameters of the real kernel (KernelArgs) or the small ones.
