@@ -255,6 +255,30 @@ def test_small_calls_around_the_small_call_kernel(layout, group_size):
             assert torch.equal(small[1], general[1][:m]), f"{out} M={m}"
 
 
+def test_small_call_kernel_longest_rows():
+    """The small-call kernel's arguments hold the groups per row in 23 bits: H = (2^23 - 1) * 16 is the
+    longest row it takes (every bit of the field set), one group more runs the general kernel. Both
+    give the bytes of the general kernel's 9-row call (its first two rows), and write every code and
+    scale (outputs poisoned differently for the two calls)."""
+    group_size = 16
+    for groups in (2**23 - 1, 2**23):
+        h = groups * group_size
+        x = make_input((9, h), torch.bfloat16, seed=5, device="cuda")
+        results = []
+        for m, poison in ((9, 0x00), (2, 0xFF)):
+            q = torch.full((m, h), poison, dtype=torch.uint8, device="cuda").view(FP8)
+            s = sgl_quant.create_scale_tensor((m, h), group_size, "cuda", column_major_scales=True,
+                                              scale_tma_aligned=True)
+            s.view(torch.int32).fill_(-1 if poison else 0)
+            sgl_quant.per_token_group_quant_8bit_v2(x[:m], q, s, group_size, enable_pdl=False)
+            results.append((q.view(torch.uint8), s))
+        (q9, s9), (q2, s2) = results
+        assert torch.equal(q2, q9[:2]), f"groups={groups}: codes"
+        assert torch.equal(s2.view(torch.int32), s9[:2].view(torch.int32)), f"groups={groups}: scales"
+        del x, results, q9, s9, q2, s2
+        torch.cuda.empty_cache()
+
+
 def test_silu_product_flushes_subnormal_up_cuda():
     """The paired 16-bit multiply of the SiLU product flushes a subnormal bf16 `up` as the reference's
     fp32 multiply does (test_cpu_ops has the case); masked too."""

@@ -685,36 +685,50 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
 
 // Small dense calls (small_call_fits: at most kSmallCallMaxRows rows, one row index, 32-bit strides,
 // no fused SiLU): one task per GS/8 threads, each with one 16-byte load of 8 adjacent values and one
-// 8-byte store of their codes, and 64 bytes of parameters instead of KernelArgs' 144. Without PDL the
+// 8-byte store of their codes, and 48 bytes of parameters instead of KernelArgs' 144. Without PDL the
 // index math and the parameter reads before the first load are the call's latency; this kernel has
 // one division and no task orders (rows-first order needs more rows than these calls have).
 // Probe, H200, session 21 (benchmark/NOTES.md), µs without / with PDL, in the same process as the
 // reference kernel (sgl-kernel v2, rebuilt for the comparison; no PDL): M=1 H=4096 1.37 / 0.79 -> 1.29 /
 // 0.75 (reference 1.29), M=8 H=4096 1.42 / 0.83 -> 1.36 / 0.79 (1.33), ten chained M=1 launches 13.68 ->
 // 12.85 (12.90).
+// 48 bytes, not 64: the parameters start at c[0x0][0x210], the 64-byte constant-cache lines at 0x200
+// and 0x240. A kernel's first read of a line waits for it (a miss per SM and launch), and ptxas read
+// the scale strides and eps (past 0x240 with 64 bytes) only after the input load, so that second miss
+// came on top of the load's latency. Probe A/B, H200, session 22, µs without / with PDL: M=1 H=4096
+// 1.268 / 0.740 -> 1.232 / 0.722, M=8 H=4096 1.369 / 0.800 -> 1.332 / 0.772, M=8 H=7168 1.406 / 0.836 ->
+// 1.376 / 0.802; in one process with the reference (no PDL): M=8 H=4096 1.323 vs 1.327, M=8 H=7168
+// 1.366 vs 1.352, ten chained M=1 launches 12.32 vs 12.80.
 struct SmallCallArgs {
   const void* input;
   void* output_q;
   void* output_s;
-  FastDivmod groups_per_row;
-  int32_t num_tasks;
-  int32_t groups;  // per row
-  int32_t in_row_stride, hidden, s_row_stride, s_group_stride;
+  uint32_t row_multiplier;  // task -> row: FastDivmod(groups per row) with its shift in `shape`
+  uint32_t shape;           // groups per row (bits 0-22), rows (23-26), the division's shift (27-31)
+  int32_t in_row_stride, s_row_stride, s_group_stride;
   float eps;
-};
 
-// The arguments of a small call p (small_call_fits); groups_per_row: the divisor by p.groups_per_row
-// (FastDivmod's constructor is host code: the latency probe also builds these on the device).
-__host__ __device__ inline SmallCallArgs small_call_args(const QuantParams& p, FastDivmod groups_per_row) {
+  static constexpr int kGroupBits = 23, kRowBits = 4;
+  __device__ __forceinline__ int groups() const { return static_cast<int>(shape & ((1u << kGroupBits) - 1)); }
+  __device__ __forceinline__ int rows() const {
+    return static_cast<int>((shape >> kGroupBits) & ((1u << kRowBits) - 1));
+  }
+  __device__ __forceinline__ int row_of(uint32_t task) const {
+    return static_cast<int>((__umulhi(task, row_multiplier) + task) >> (shape >> (kGroupBits + kRowBits)));
+  }
+};
+static_assert(sizeof(SmallCallArgs) == 48, "one 64-byte constant line with the driver's word at 0x208");
+
+// The arguments of a small call p (small_call_fits); groups_per_row: the divisor by p.groups_per_row.
+inline SmallCallArgs small_call_args(const QuantParams& p, FastDivmod groups_per_row) {
   SmallCallArgs a;
   a.input = p.input;
   a.output_q = p.output_q;
   a.output_s = p.output_s;
-  a.groups_per_row = groups_per_row;
-  a.num_tasks = static_cast<int32_t>(p.num_groups());
-  a.groups = p.groups_per_row;
+  a.row_multiplier = groups_per_row.multiplier;
+  a.shape = static_cast<uint32_t>(p.groups_per_row) | static_cast<uint32_t>(p.rows_per_outer) << SmallCallArgs::kGroupBits |
+            groups_per_row.shift << (SmallCallArgs::kGroupBits + SmallCallArgs::kRowBits);
   a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
-  a.hidden = p.hidden;
   a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
   a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
   a.eps = p.eps;
@@ -725,19 +739,20 @@ template <typename T, typename R, int GS, ScaleKind SK>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) small_call_quant_kernel(const SmallCallArgs a) {
   constexpr int kThreadsPerGroup = GS / 8;
   const int sub = threadIdx.x / kThreadsPerGroup, lane = threadIdx.x % kThreadsPerGroup;
-  // 32-bit: the tasks end below num_tasks + groups per block < 2^31 (small_call_fits)
+  // 32-bit: the tasks end below rows * groups + groups per block < 2^31 (small_call_fits)
   const uint32_t task = blockIdx.x * (blockDim.x / kThreadsPerGroup) + sub;
-  const bool valid = task < static_cast<uint32_t>(a.num_tasks);
-  const int row = a.groups_per_row.div(static_cast<int>(task));
-  const int g = static_cast<int>(task) - row * a.groups;
+  const int groups = a.groups();
+  const int row = a.row_of(task);
+  const bool valid = row < a.rows();  // tasks past the last row's groups have row >= rows
+  const int g = static_cast<int>(task) - row * groups;
   QuantParams p;  // what quantize_words reads
   p.output_s = a.output_s;
   p.s_group_stride = a.s_group_stride;
-  p.groups_per_row = a.groups;
+  p.groups_per_row = groups;
   p.eps = a.eps;
   Task<T> t;
   t.src = static_cast<const T*>(a.input) + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
-  t.dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * a.hidden + g * GS;
+  t.dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * (groups * GS) + g * GS;
   t.s_row = static_cast<int64_t>(row) * a.s_row_stride;
   t.g = g;
   pdl_wait_for_producer_after(t);  // the input may come from the previous kernel
@@ -852,12 +867,15 @@ inline void fold_outer_rows(QuantParams& q) {
 // rows (session 7: each column-major scale a store to its own sector, without rows-first order).
 constexpr int64_t kSmallCallMaxRows = 8;
 
-// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides and tasks in 32 bits.
+// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides in 32 bits, rows and
+// groups per row within SmallCallArgs::shape's fields (fewer than 2^23 groups: H < 2^27 at GS=16).
 inline bool small_call_fits(const QuantParams& p) {
   constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
+  static_assert(kSmallCallMaxRows < (1 << SmallCallArgs::kRowBits), "rows fit in SmallCallArgs::shape");
   auto fits = [](int64_t v) { return v >= 0 && v <= kMax32; };
   return p.masked_m == nullptr && !p.fuse_silu_and_mul && p.num_outer == 1 && p.rows_per_outer <= kSmallCallMaxRows &&
-         fits(p.in_row_stride) && fits(p.s_row_stride) && fits(p.s_group_stride) && p.num_groups() + 512 <= kMax32;
+         p.groups_per_row < (1 << SmallCallArgs::kGroupBits) && fits(p.in_row_stride) && fits(p.s_row_stride) &&
+         fits(p.s_group_stride);
 }
 
 template <typename T, typename R, int GS, ScaleKind SK>
@@ -867,7 +885,7 @@ cudaError_t launch_small_call(const QuantParams& p, const LaunchOptions& request
   const int threads = opt.block_threads > 0 ? opt.block_threads : 128;
   const int groups_per_block = threads / (GS / 8);
   const SmallCallArgs a = small_call_args(p, FastDivmod(static_cast<uint32_t>(p.groups_per_row)));
-  return launch_kernel(kernel, (a.num_tasks + groups_per_block - 1) / groups_per_block, threads, 0, opt, a);
+  return launch_kernel(kernel, (p.num_groups() + groups_per_block - 1) / groups_per_block, threads, 0, opt, a);
 }
 
 // Launch shape and arguments of one call of `kernel` (a per_token_group_quant_kernel variant of group

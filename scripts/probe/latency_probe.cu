@@ -105,13 +105,34 @@ void launch_lean(const QuantParams& p, const LaunchOptions& o) {
 // elements (one 16-byte load, one 8-byte store) each, instead of 8 threads with 16; the lean prologue.
 // bf16 -> fp8, fp32 scales (any strides), num_outer == 1, one task per 16 threads, row order.
 // PLAIN: ld.global instead of the read-only path (ld.global.nc). Args: KernelArgs (144 bytes), or
-// the 64 bytes it needs (SmallCallArgs: the small-call kernel, which grew out of this experiment,
-// took them over).
-using Lean8Args = SmallCallArgs;
+// the 64 bytes it needs (Lean8Args: the small-call kernel grew out of this experiment; its own
+// arguments are 48 bytes since session 22).
+struct Lean8Args {
+  const void* input;
+  void* output_q;
+  void* output_s;
+  FastDivmod groups_per_row;
+  int32_t num_tasks;
+  int32_t groups;  // per row
+  int32_t in_row_stride, hidden, s_row_stride, s_group_stride;
+  float eps;
+};
 
 // From the problem and the divisor (FastDivmod's constructor is host code); num_tasks is p's groups.
-__host__ __device__ inline Lean8Args lean8_args(const QuantParams& p, FastDivmod groups_per_row, int32_t) {
-  return small_call_args(p, groups_per_row);
+__host__ __device__ inline Lean8Args lean8_args(const QuantParams& p, FastDivmod groups_per_row, int32_t num_tasks) {
+  Lean8Args a;
+  a.input = p.input;
+  a.output_q = p.output_q;
+  a.output_s = p.output_s;
+  a.groups_per_row = groups_per_row;
+  a.num_tasks = num_tasks;
+  a.groups = p.groups_per_row;
+  a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
+  a.hidden = p.hidden;
+  a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
+  a.s_group_stride = static_cast<int32_t>(p.s_group_stride);
+  a.eps = p.eps;
+  return a;
 }
 
 template <bool PLAIN>
