@@ -17,6 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmark"))
 import sgl_quant  # noqa: E402
 from bench_per_token_group_quant import settle_graph_state, time_graph_us  # noqa: E402
+from bench_rmsnorm_quant import inputs as rms_inputs  # noqa: E402
 from sgl_quant.testing import make_input  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
@@ -39,13 +40,12 @@ def v2_case(buf, x_at, m, h, ue8m0, data=None):
 
 
 def rms_case(buf, x_at, m, h):
+    x0, w, r0, _, s = rms_inputs(dict(m=m, h=h, dtype=torch.bfloat16))  # the fused benchmark's tensors
     x = view(buf, x_at, (m, h), torch.bfloat16)
-    x.copy_(make_input((m, h), torch.bfloat16, seed=1, device="cuda"))
+    x.copy_(x0)
     r = view(buf, OUTPUTS_AT_MB * MB, (m, h), torch.bfloat16)  # read and written: with the outputs
-    r.copy_(make_input((m, h), torch.bfloat16, seed=3, device="cuda"))
+    r.copy_(r0)
     q = view(buf, OUTPUTS_AT_MB * MB + 2 * m * h, (m, h), FP8)
-    w = (make_input((h,), torch.bfloat16, seed=2, device="cuda").float() * 64 + 1).to(torch.bfloat16)
-    s = sgl_quant.create_scale_tensor((m, h), 128, "cuda", True, True, False)
     return lambda pdl: (lambda: sgl_quant.rmsnorm_per_token_group_quant_8bit(x, w, q, s, 128, 1e-6, residual=r,
                                                                              enable_pdl=pdl))
 
