@@ -96,4 +96,21 @@ inline BlockSpans block_spans(const std::function<void()>& launch, int reps = 21
   auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
   return {med(n), med(last_start), med(median_run), med(max_run), med(last_end)};
 }
+
+// One launch's block timeline: (start, end) of every block in ns from the first block's start, by block index.
+inline std::vector<std::pair<double, double>> block_timeline(const std::function<void()>& launch) {
+  std::vector<unsigned long long> t(2 * sgl_quant::kProbeMaxBlocks);
+  void* addr = nullptr;
+  CK(cudaGetSymbolAddress(&addr, sgl_quant::g_probe_blocks));
+  CK(cudaMemset(addr, 0, t.size() * 8));
+  launch();
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(t.data(), addr, t.size() * 8, cudaMemcpyDeviceToHost));
+  unsigned long long t0 = ~0ull;
+  int nb = 0;
+  for (int b = 0; b < sgl_quant::kProbeMaxBlocks && t[2 * b] != 0; ++b, ++nb) t0 = std::min(t0, t[2 * b]);
+  std::vector<std::pair<double, double>> out(nb);
+  for (int b = 0; b < nb; ++b) out[b] = {double(t[2 * b] - t0), double(t[2 * b + 1] - t0)};
+  return out;
+}
 #endif

@@ -15,7 +15,8 @@
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, and of
 //                  three long calls (the prefetching kernel), one file per shape (compare two builds with cmp)
 // With -DSGLQ_PROBE_PHASES (mode "phases": only these), where block 0's time goes at M = 1, 64, 256
-// (%globaltimer at the kernel's phases, median of 50 launches), and when every block starts and ends.
+// (%globaltimer at the kernel's phases, median of 50 launches), and when every block starts and ends;
+// mode "timeline" (only this): the large calls' ramp and tail against their steady rate.
 // For an A/B, put SGLQ_EXP_* switches in the header (removed after their runs: benchmark/NOTES.md), or
 // build the committed header against the working tree's (it first on the include path: -I <copy> -I csrc).
 //   PROBE=scripts/probe/rmsnorm_probe.cu scripts/probe/build_probe.sh /tmp/rms [nvcc flags] && /tmp/rms
@@ -212,6 +213,76 @@ int main(int argc, char** argv) {
                   {1024, 12288}, {4096, 12288}, {1024, 16384}, {4096, 16384}});
     return 0;
   }
+#ifdef SGLQ_PROBE_PHASES
+  // Mode "timeline": where the large calls' time beyond their steady rate goes (one-chunk prefetching
+  // kernel at M=4096 and 16384, H=7168; isolated launches, no PDL; block = thread 0's start and end).
+  // The steady rate is the blocks' completion rate between 20% and 80% of them done; "ramp" is the
+  // 20% point's lateness against that rate, "tail" the end's lateness after the 80% point. First round:
+  // blocks that start before the first block ends; last round: the same count of the last blocks.
+  if (mode == "timeline") {
+    for (int m : {4096, 16384}) {
+      for (int i = 0; i < 3; ++i) block_timeline([&] { launcher(m, 7168, false)(0); });  // warm
+      std::vector<std::vector<double>> stats;
+      std::vector<std::vector<std::pair<double, double>>> launches;
+      for (int i = 0; i < 9; ++i) {
+        auto tl = block_timeline([&] { launcher(m, 7168, false)(0); });
+        const int n = static_cast<int>(tl.size());
+        std::vector<double> ends(n), starts(n);
+        for (int b = 0; b < n; ++b) starts[b] = tl[b].first, ends[b] = tl[b].second;
+        std::sort(ends.begin(), ends.end());
+        std::sort(starts.begin(), starts.end());
+        const int k20 = n / 5, k80 = n * 4 / 5;
+        const double rate = (k80 - k20) / (ends[k80] - ends[k20]);  // blocks per ns
+        const double total = ends[n - 1];
+        const int first_round = static_cast<int>(std::lower_bound(starts.begin(), starts.end(), ends[0]) - starts.begin());
+        auto median_run = [&](int lo, int hi) {  // blocks [lo, hi) by index
+          std::vector<double> r;
+          for (int b = lo; b < hi; ++b) r.push_back(tl[b].second - tl[b].first);
+          std::sort(r.begin(), r.end());
+          return r.empty() ? 0.0 : r[r.size() / 2];
+        };
+        stats.push_back({total, n / rate, ends[k20] - k20 / rate, (total - ends[k80]) - (n - 1 - k80) / rate,
+                         double(first_round), median_run(0, first_round), median_run(first_round, n - first_round),
+                         median_run(n - first_round, n), ends[0], starts[n - 1]});
+        launches.push_back(tl);
+      }
+      std::vector<int> order(stats.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return stats[a][0] < stats[b][0]; });
+      const int mid = order[order.size() / 2];  // the launch of median length
+      const auto& st = stats[mid];
+      std::printf("timeline M=%d H=7168 blocks %zu: total %.0f ns, at the steady rate %.0f ns (ramp %.0f, tail %.0f); "
+                  "first round %.0f blocks; block run median first / middle / last round %.0f / %.0f / %.0f ns; "
+                  "first block ends %.0f, last block starts %.0f\n",
+                  m, launches[mid].size(), st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], st[9]);
+      std::printf("timeline M=%d all 9 totals:", m);
+      for (int i : order) std::printf(" %.0f", stats[i][0]);
+      std::printf("\n");
+      // running blocks (thread 0 between its start and end) and completions, per 1 us bin, of the median launch
+      const auto& tl = launches[mid];
+      const int bins = static_cast<int>(st[0] / 1000) + 1;
+      std::vector<double> busy(bins, 0.0);
+      std::vector<int> done(bins, 0);
+      for (const auto& [a, b] : tl) {
+        for (int k = static_cast<int>(a / 1000); k <= static_cast<int>(b / 1000) && k < bins; ++k) {
+          busy[k] += (std::min(b, 1000.0 * (k + 1)) - std::max(a, 1000.0 * k)) / 1000.0;
+        }
+        ++done[std::min(bins - 1, static_cast<int>(b / 1000))];
+      }
+      const int show = m == 4096 ? bins : std::min(bins, 8);
+      for (int pass = 0; pass < 2; ++pass) {
+        std::printf("timeline M=%d %s per us:", m, pass == 0 ? "running" : "ended");
+        for (int k = 0; k < show; ++k) std::printf(" %.0f", pass == 0 ? busy[k] : double(done[k]));
+        if (show < bins) {
+          std::printf(" ... last 8:");
+          for (int k = bins - 8; k < bins; ++k) std::printf(" %.0f", pass == 0 ? busy[k] : double(done[k]));
+        }
+        std::printf("\n");
+      }
+    }
+    return 0;
+  }
+#endif
   if (mode != "phases") {  // the default table ("phases": only the SGLQ_PROBE_PHASES output below)
     std::printf("%-22s %9s %9s %9s %9s %9s %9s\n", "problem", "us", "us PDL", "1ch us", "1ch PDL", "2ch us", "2ch PDL");
     for (int h : {7168, 4096}) {
