@@ -63,40 +63,6 @@ double time_graph(const std::function<void(cudaStream_t)>& fn, int calls, int re
 }
 
 #ifdef SGLQ_PROBE_PHASES
-// Block timeline of single launches (the kernels' SGLQ_PROBE_BLOCK marks, thread 0 of every block),
-// medians over `reps` launches of `launch`: blocks, and in ns from the first block's start the last
-// block's start, the median and the longest block run, the last block's end.
-struct BlockSpans {
-  double blocks, last_start, median_run, max_run, last_end;
-};
-inline BlockSpans block_spans(const std::function<void()>& launch, int reps = 21) {
-  std::vector<unsigned long long> t(2 * sgl_quant::kProbeMaxBlocks);
-  void* addr = nullptr;
-  CK(cudaGetSymbolAddress(&addr, sgl_quant::g_probe_blocks));
-  std::vector<double> n, last_start, median_run, max_run, last_end;
-  for (int rep = 0; rep < reps; ++rep) {
-    CK(cudaMemset(addr, 0, t.size() * 8));
-    launch();
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(t.data(), addr, t.size() * 8, cudaMemcpyDeviceToHost));
-    unsigned long long t0 = ~0ull;
-    int nb = 0;
-    for (int b = 0; b < sgl_quant::kProbeMaxBlocks && t[2 * b] != 0; ++b, ++nb) t0 = std::min(t0, t[2 * b]);
-    std::vector<double> runs;
-    double ls = 0, le = 0;
-    for (int b = 0; b < nb; ++b) {
-      ls = std::max(ls, double(t[2 * b] - t0));
-      le = std::max(le, double(t[2 * b + 1] - t0));
-      runs.push_back(double(t[2 * b + 1] - t[2 * b]));
-    }
-    std::sort(runs.begin(), runs.end());
-    n.push_back(nb), last_start.push_back(ls), median_run.push_back(runs[runs.size() / 2]);
-    max_run.push_back(runs.back()), last_end.push_back(le);
-  }
-  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-  return {med(n), med(last_start), med(median_run), med(max_run), med(last_end)};
-}
-
 // One launch's block timeline: (start, end) of every block in ns from the first block's start, by block index.
 inline std::vector<std::pair<double, double>> block_timeline(const std::function<void()>& launch) {
   std::vector<unsigned long long> t(2 * sgl_quant::kProbeMaxBlocks);
@@ -112,5 +78,30 @@ inline std::vector<std::pair<double, double>> block_timeline(const std::function
   std::vector<std::pair<double, double>> out(nb);
   for (int b = 0; b < nb; ++b) out[b] = {double(t[2 * b] - t0), double(t[2 * b + 1] - t0)};
   return out;
+}
+
+// Block timeline of single launches (the kernels' SGLQ_PROBE_BLOCK marks, thread 0 of every block),
+// medians over `reps` launches of `launch`: blocks, and in ns from the first block's start the last
+// block's start, the median and the longest block run, the last block's end.
+struct BlockSpans {
+  double blocks, last_start, median_run, max_run, last_end;
+};
+inline BlockSpans block_spans(const std::function<void()>& launch, int reps = 21) {
+  std::vector<double> n, last_start, median_run, max_run, last_end;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto tl = block_timeline(launch);
+    std::vector<double> runs;
+    double ls = 0, le = 0;
+    for (const auto& [start, end] : tl) {
+      ls = std::max(ls, start);
+      le = std::max(le, end);
+      runs.push_back(end - start);
+    }
+    std::sort(runs.begin(), runs.end());
+    n.push_back(tl.size()), last_start.push_back(ls), median_run.push_back(runs[runs.size() / 2]);
+    max_run.push_back(runs.back()), last_end.push_back(le);
+  }
+  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  return {med(n), med(last_start), med(median_run), med(max_run), med(last_end)};
 }
 #endif
