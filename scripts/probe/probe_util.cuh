@@ -62,6 +62,12 @@ double time_graph(const std::function<void(cudaStream_t)>& fn, int calls, int re
   return us;
 }
 
+// The median of v (the upper one of an even count).
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 #ifdef SGLQ_PROBE_PHASES
 // One launch's block timeline: (start, end) of every block in ns from the first block's start, by block index.
 inline std::vector<std::pair<double, double>> block_timeline(const std::function<void()>& launch) {
@@ -97,11 +103,9 @@ inline BlockSpans block_spans(const std::function<void()>& launch, int reps = 21
       le = std::max(le, end);
       runs.push_back(end - start);
     }
-    std::sort(runs.begin(), runs.end());
-    n.push_back(tl.size()), last_start.push_back(ls), median_run.push_back(runs[runs.size() / 2]);
-    max_run.push_back(runs.back()), last_end.push_back(le);
+    n.push_back(tl.size()), last_start.push_back(ls), median_run.push_back(median_of(runs));
+    max_run.push_back(*std::max_element(runs.begin(), runs.end())), last_end.push_back(le);
   }
-  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-  return {med(n), med(last_start), med(median_run), med(max_run), med(last_end)};
+  return {median_of(n), median_of(last_start), median_of(median_run), median_of(max_run), median_of(last_end)};
 }
 #endif

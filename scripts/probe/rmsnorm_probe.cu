@@ -238,8 +238,7 @@ int main(int argc, char** argv) {
         auto median_run = [&](int lo, int hi) {  // blocks [lo, hi) by index
           std::vector<double> r;
           for (int b = lo; b < hi; ++b) r.push_back(tl[b].second - tl[b].first);
-          std::sort(r.begin(), r.end());
-          return r.empty() ? 0.0 : r[r.size() / 2];
+          return r.empty() ? 0.0 : median_of(r);
         };
         stats.push_back({total, n / rate, ends[k20] - k20 / rate, (total - ends[k80]) - (n - 1 - k80) / rate,
                          double(first_round), median_run(0, first_round), median_run(first_round, n - first_round),
@@ -297,7 +296,6 @@ int main(int argc, char** argv) {
     }
   }
 #ifdef SGLQ_PROBE_PHASES
-  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
   for (int m : {1, 64, 256}) {  // block 0's phases (isolated launches, no PDL)
     std::vector<std::vector<double>> d(4);
     for (int i = 0; i < 50; ++i) {
@@ -308,7 +306,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 4; ++k) d[k].push_back(double(t[k + 1] - t[k]));
     }
     const char* names[4] = {"start -> loads used", "-> ss known", "-> inv known", "-> quantized, stored"};
-    for (int k = 0; k < 4; ++k) std::printf("phase M=%d H=7168 %-22s %8.0f ns (median of 50)\n", m, names[k], med(d[k]));
+    for (int k = 0; k < 4; ++k) std::printf("phase M=%d H=7168 %-22s %8.0f ns (median of 50)\n", m, names[k], median_of(d[k]));
   }
   // Every block's start and end (thread 0, %globaltimer), isolated launches as dispatched, no PDL:
   // how late the last block starts, how long a block runs, when the last one ends (medians of 21).
