@@ -222,7 +222,10 @@ int main(int argc, char** argv) {
   if (mode == "timeline") {
     for (int m : {4096, 16384}) {
       for (int i = 0; i < 3; ++i) block_timeline([&] { launcher(m, 7168, false)(0); });  // warm
-      std::vector<std::vector<double>> stats;
+      struct LaunchStats {  // one launch's timeline, ns from the first block's start
+        double total, steady, ramp, tail, first_round, run_first, run_middle, run_last, first_end, last_start;
+      };
+      std::vector<LaunchStats> stats;
       std::vector<std::vector<std::pair<double, double>>> launches;
       for (int i = 0; i < 9; ++i) {
         auto tl = block_timeline([&] { launcher(m, 7168, false)(0); });
@@ -247,19 +250,20 @@ int main(int argc, char** argv) {
       }
       std::vector<int> order(stats.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-      std::sort(order.begin(), order.end(), [&](int a, int b) { return stats[a][0] < stats[b][0]; });
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return stats[a].total < stats[b].total; });
       const int mid = order[order.size() / 2];  // the launch of median length
       const auto& st = stats[mid];
       std::printf("timeline M=%d H=7168 blocks %zu: total %.0f ns, at the steady rate %.0f ns (ramp %.0f, tail %.0f); "
                   "first round %.0f blocks; block run median first / middle / last round %.0f / %.0f / %.0f ns; "
                   "first block ends %.0f, last block starts %.0f\n",
-                  m, launches[mid].size(), st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], st[9]);
+                  m, launches[mid].size(), st.total, st.steady, st.ramp, st.tail, st.first_round, st.run_first,
+                  st.run_middle, st.run_last, st.first_end, st.last_start);
       std::printf("timeline M=%d all 9 totals:", m);
-      for (int i : order) std::printf(" %.0f", stats[i][0]);
+      for (int i : order) std::printf(" %.0f", stats[i].total);
       std::printf("\n");
       // running blocks (thread 0 between its start and end) and completions, per 1 us bin, of the median launch
       const auto& tl = launches[mid];
-      const int bins = static_cast<int>(st[0] / 1000) + 1;
+      const int bins = static_cast<int>(st.total / 1000) + 1;
       std::vector<double> busy(bins, 0.0);
       std::vector<int> done(bins, 0);
       for (const auto& [a, b] : tl) {
