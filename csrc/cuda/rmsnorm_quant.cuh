@@ -178,6 +178,32 @@ __device__ __forceinline__ float butterfly_sum(float v, int from, int to) {
   return v;
 }
 
+// The same sum as butterfly_sum over 32 lanes holding the first n of P warp sums (P a power of two,
+// 8..32, n <= P; the other lanes +0), but computed by every lane on its own: the P sums read from shared
+// memory with broadcast 16-byte loads (slots from n on taken as +0) and added level by level in
+// registers, v[i] += v[i + stride]. Warp sums are never -0, so the all-zero levels above P change
+// nothing. Clustered rows only: there it saves the shuffles' latency (probe, H200, session 25, µs
+// without / with PDL, H=7168: M=1 1.962 / 1.510 -> 1.924 / 1.469, with output_normed 2.184 / 1.560 ->
+// 2.119 / 1.494), whereas in the whole-block kernel it was slower (M=256 3.80 -> 3.86).
+template <int P>
+__device__ __forceinline__ float tree_of_warp_sums(const float* sums, int n) {
+  float v[P];
+#pragma unroll
+  for (int i = 0; i < P / 4; ++i) {
+    const float4 f = reinterpret_cast<const float4*>(sums)[i];
+    v[4 * i] = 4 * i < n ? f.x : 0.0f;
+    v[4 * i + 1] = 4 * i + 1 < n ? f.y : 0.0f;
+    v[4 * i + 2] = 4 * i + 2 < n ? f.z : 0.0f;
+    v[4 * i + 3] = 4 * i + 3 < n ? f.w : 0.0f;
+  }
+#pragma unroll
+  for (int stride = 1; stride < P; stride *= 2) {
+#pragma unroll
+    for (int i = 0; i < P; i += 2 * stride) v[i] = ieee_add(v[i], v[i + stride]);
+  }
+  return v[0];
+}
+
 // The weight's two vectors at a chunk's element offsets.
 template <typename T>
 __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const int (&offset)[2], uint4 (&w)[2]) {
@@ -194,9 +220,12 @@ __device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const 
 // dispatched against the two-chunk kernel of before: M=4096 56.28 / 55.21 -> 53.32 / 52.87. A kernel of
 // its own: the mere code of a runtime switch rescheduled the one-chunk kernel and slowed the small
 // calls (M=1 H=7168 1.95 / 1.49 -> 2.03 / 1.58).
-template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false>
+// CLUSTERED (one chunk per thread, args.cluster > 1): the launches of row clusters, a kernel of their own
+// for the same reason, so that their warp sums can be added by tree_of_warp_sums.
+template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false, bool CLUSTERED = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
+  static_assert(!CLUSTERED || (CHUNKS == 1 && !PREFETCH), "clustered kernels hold one chunk per thread, no prefetch");
   constexpr int L = GS / kElemsPerThread;
   const RmsNormQuantParams& rp = args.p;
   const QuantParams& p = rp.quant;
@@ -216,7 +245,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
   // alternate rows of a looping block reuse neither early: a warp writes its sum for row i + 2 into
   // buffer i % 2 only after the barrier of row i + 1, which it reaches after reading row i's.
-  __shared__ float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];
+  __shared__ alignas(16) float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];  // 16: tree_of_warp_sums
   // Clusters take one row group each (one chunk per thread: one pass), so the exchange's transaction
   // barrier completes a single phase (0).
   __shared__ alignas(8) uint64_t sums_bar;
@@ -320,7 +349,12 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           if (warp_lane < cluster) st_async_to_cluster_block(&sums[slot], &sums_bar, warp_lane, s);  // lane b: block b's copy
           mbar_wait_parity(&sums_bar, 0);
         }
-        s = butterfly_sum(warp_lane < row_warps ? sums[warp_lane] : 0.0f, 1, 32);
+        if constexpr (CLUSTERED) {
+          s = row_warps <= 8 ? tree_of_warp_sums<8>(sums, row_warps)
+              : row_warps <= 16 ? tree_of_warp_sums<16>(sums, row_warps) : tree_of_warp_sums<32>(sums, row_warps);
+        } else {
+          s = butterfly_sum(warp_lane < row_warps ? sums[warp_lane] : 0.0f, 1, 32);
+        }
       }
       ss = k == 0 ? s : ieee_add(ss, s);
     }
@@ -451,6 +485,9 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
         return launch_kernel(prefetching, grid, threads, 0, opt, args);  // cluster == 1
       }
     }
+  }
+  if constexpr (CHUNKS == 1) {
+    if (cluster > 1) return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, 1, false, true>, grid, threads, 0, opt, args, cluster);
   }
   return launch_kernel(kernel, grid, threads, 0, opt, args, cluster);
 }

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
 # kernels per instantiation file: v2 dense, v2 masked (with and without PDL: FINAL_COUNTS), RMSNorm
-KERNELS_PER_FILE = {"dense": 24, "masked": 48, "rmsnorm": 36}
+KERNELS_PER_FILE = {"dense": 24, "masked": 48, "rmsnorm": 48}
 # and in each dense file the small-call kernels: {bf16, fp16} x {fp8, int8} x 3 scale kinds (plain bound)
 SMALL_CALL_KERNELS_PER_FILE = 12
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
@@ -177,9 +177,10 @@ def main(argv=None):
             if "small_call_quant_kernel" in name:
                 key, bound = (arch, "plain small-call", "dense"), MAX_REGISTERS[False]
             elif family == "rmsnorm_quant_kernel":
-                flags = re.search(r"ELi([12])ELb([01])EEEvNS_", name)  # template arguments CHUNKS, PREFETCH
-                chunks, prefetch = flags.group(1), flags.group(2) == "1"
-                kind = f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
+                flags = re.search(r"ELi([12])ELb([01])ELb([01])EEEvNS_", name)  # template arguments CHUNKS, PREFETCH, CLUSTERED
+                chunks, prefetch, clustered = flags.group(1), flags.group(2) == "1", flags.group(3) == "1"
+                kind = (f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
+                        f"{' clustered' if clustered else ''}")
                 key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
             else:
                 flags = re.search(r"ELb([01])ELb([01])ELb[01]EEEv", name)  # template arguments SILU, MASKED, FINAL_COUNTS
