@@ -6,6 +6,7 @@ their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s
     python scripts/probe/launch_config_sweep.py rms   # the fused op's grid cap (waves) at M = 1024 ... 16384
     python scripts/probe/launch_config_sweep.py masked  # masked block sizes over every masked shape, decode-sized counts too
     python scripts/probe/launch_config_sweep.py rms-cluster  # the fused op's blocks per row at M = 64 ... 1024, normed or not
+    python scripts/probe/launch_config_sweep.py rms-small    # blocks per row 1, 2, 4, 8 at M = 1 ... 256 (session 26)
 """
 import statistics
 import sys
@@ -60,6 +61,15 @@ def main(which):
                 for cluster in (0, 1, 2, 4):
                     both_modes(f"rmsnorm M={m} H=7168 normed={normed} cluster {cluster}",
                                lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+    elif which == "rms-small":
+        # the automatic choice (auto_rmsnorm_cluster): 4 blocks per row while 4 M fit in the SMs, then 2, then 1
+        cases = [(m, 7168, normed) for m in (1, 32, 64, 128, 256) for normed in (False, True)]
+        cases += [(1, 4096, False), (64, 4096, False)]
+        for m, h, normed in cases:
+            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=normed)
+            for cluster in (1, 2, 4, 8):
+                both_modes(f"rmsnorm M={m} H={h} normed={normed} cluster {cluster}",
+                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
     elif which == "v2":
         masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32) and "decode" not in c["name"]]
         for c in masked:
