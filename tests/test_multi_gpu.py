@@ -72,7 +72,7 @@ CALLS = {
     "v2-masked-8-experts": v2_call((8, 64, 2 * 2048), torch.bfloat16, FP8, PACKED, silu=True, experts=True, seed=3),
     "v2-masked-40-experts": v2_call((40, 16, 2 * 1024), torch.bfloat16, FP8, PACKED, silu=True, experts=True, seed=4),
     "dsv4-T4": dsv4_call(4, 8, 4096),
-    # the fused op: clusters of 4 and 2 blocks per row, the two-chunk kernel, the prefetching kernel
+    # the fused op: clusters of 4 blocks per row (M=1, M=64), the two-chunk kernel, the prefetching kernel
     "rmsnorm-M1-cluster": rmsnorm_call(1, 7168, torch.bfloat16, FP8, COL_TMA, normed=False),
     "rmsnorm-M64-normed": rmsnorm_call(64, 7168, torch.bfloat16, FP8, PACKED, normed=True),
     "rmsnorm-M1024-two-chunks": rmsnorm_call(1024, 7168, torch.bfloat16, FP8, COL_TMA, normed=True),

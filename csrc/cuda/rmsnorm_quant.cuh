@@ -401,15 +401,20 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   SGLQ_PROBE_BLOCK(1);
 }
 
-// Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): for long rows (H >= 6144),
-// a cluster of 4 where the calls' clusters fit in the SMs, else of 2 where those fit; else one block per
-// row. Probe, H200, session 8 (benchmark/NOTES.md, mbarrier exchange), µs without / with PDL, H=7168:
-// M=1 2.67 / 2.22 -> 2.18 / 1.70 with 4 blocks (5-8 no better), M=16 2.96 / 2.37 -> 2.49 / 1.84, M=64
-// 3.28 / 2.65 -> 3.14 / 2.46 with 2 (4 alike), M=128 3.59 / 2.93 (2: 3.62 / 2.99); H=4096 gains nothing
-// (M=1 2.30 / 1.69 -> 2.32 / 1.66 with 4).
+// Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): for rows of H >= 4096, a
+// cluster of 4 while the calls' quarter-row blocks fit 2 to an SM (3 for H >= 6144), else one block per
+// row. Quarter rows are small blocks (64-112 threads at H = 4096-7168) that share an SM well; past that
+// one block of the whole row wins without PDL. Since session 26 clustered launches run a kernel of their
+// own (register tree of the warp sums), which made clusters pay more often. Sweep through the launch
+// hook, H200, session 26 (benchmark/NOTES.md, results/probe/h200-2026-12-03-s26-rms-*), µs without /
+// with PDL, 1 -> 2 -> 4 blocks per row: H=7168 M=64 2.94 / 2.35 -> 2.87 / 2.24 -> 2.84 / 2.21, M=80
+// 3.01 / 2.46 -> 3.00 / 2.36 -> 2.92 / 2.30, M=96 3.05 / 2.56 -> 3.08 / 2.45 -> 3.07 / 2.44, M=128
+// 3.26 / 2.69 -> 3.38 / 2.78 -> 3.35 / 3.43; H=4096 M=8 2.21 / 1.63 -> 4: 2.11 / 1.48, M=64 2.50 / 1.95
+// -> 4: 2.51 / 1.92; H=5120 M=1 2.19 / 1.60 -> 4: 2.11 / 1.38; H=2048 M=1 1.84 / 1.24 -> 4: 2.06 / 1.35.
 inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
-  if (num_chunks < 384) return 1;
-  return num_rows * 4 <= num_sms ? 4 : num_rows * 2 <= num_sms ? 2 : 1;
+  if (num_chunks < 256) return 1;
+  const int64_t quarter_blocks_per_sm = num_chunks >= 384 ? 3 : 2;
+  return num_rows * 4 <= num_sms * quarter_blocks_per_sm ? 4 : 1;
 }
 
 // Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)

@@ -7,6 +7,7 @@ their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s
     python scripts/probe/launch_config_sweep.py masked  # masked block sizes over every masked shape, decode-sized counts too
     python scripts/probe/launch_config_sweep.py rms-cluster  # the fused op's blocks per row at M = 64 ... 1024, normed or not
     python scripts/probe/launch_config_sweep.py rms-small    # blocks per row 1, 2, 4, 8 at M = 1 ... 256 (session 26)
+    python scripts/probe/launch_config_sweep.py rms-rule     # blocks per row 1, 2, 4 around the rule's edges, H = 2048 ... 7168
 """
 import statistics
 import sys
@@ -69,6 +70,14 @@ def main(which):
             c = dict(m=m, h=h, dtype=torch.bfloat16, normed=normed)
             for cluster in (1, 2, 4, 8):
                 both_modes(f"rmsnorm M={m} H={h} normed={normed} cluster {cluster}",
+                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+    elif which == "rms-rule":
+        cases = [(m, 7168) for m in (16, 48, 64, 66, 67, 80, 96, 112)]
+        cases += [(m, 4096) for m in (1, 8, 16, 32, 48, 64)] + [(1, 5120), (32, 5120), (1, 2048), (16, 2048)]
+        for m, h in cases:
+            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
+            for cluster in (1, 2, 4):
+                both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
                            lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
     elif which == "v2":
         masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32) and "decode" not in c["name"]]
