@@ -8,6 +8,7 @@ their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s
     python scripts/probe/launch_config_sweep.py rms-cluster  # the fused op's blocks per row at M = 64 ... 1024, normed or not
     python scripts/probe/launch_config_sweep.py rms-small    # blocks per row 1, 2, 4, 8 at M = 1 ... 256 (session 26)
     python scripts/probe/launch_config_sweep.py rms-rule     # blocks per row 1, 2, 4 around the rule's edges, H = 2048 ... 7168
+    python scripts/probe/launch_config_sweep.py rms-auto     # the automatic choice (0) against 1, 2, 4 up to H = 16384
 """
 import statistics
 import sys
@@ -77,6 +78,14 @@ def main(which):
         for m, h in cases:
             c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
             for cluster in (1, 2, 4):
+                both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
+                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+    elif which == "rms-auto":
+        cases = [(1, 16384), (64, 16384), (96, 16384), (64, 8192), (96, 8192), (99, 7168), (100, 7168),
+                 (66, 4096), (67, 4096), (96, 4096), (33, 6144)]
+        for m, h in cases:
+            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
+            for cluster in (0, 1, 2, 4):
                 both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
                            lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
     elif which == "v2":
