@@ -9,6 +9,7 @@ their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s
     python scripts/probe/launch_config_sweep.py rms-small    # blocks per row 1, 2, 4, 8 at M = 1 ... 256 (session 26)
     python scripts/probe/launch_config_sweep.py rms-rule     # blocks per row 1, 2, 4 around the rule's edges, H = 2048 ... 7168
     python scripts/probe/launch_config_sweep.py rms-auto     # the automatic choice (0) against 1, 2, 4 up to H = 16384
+    python scripts/probe/launch_config_sweep.py rms-cases 64:16384,48:16384 2,4  # given M:H cases and clusters
 """
 import statistics
 import sys
@@ -86,6 +87,13 @@ def main(which):
         for m, h in cases:
             c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
             for cluster in (0, 1, 2, 4):
+                both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
+                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+    elif which == "rms-cases":
+        for case in sys.argv[2].split(","):
+            m, h = (int(v) for v in case.split(":"))
+            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
+            for cluster in (int(v) for v in sys.argv[3].split(",")):
                 both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
                            lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
     elif which == "v2":
