@@ -51,6 +51,15 @@ def masked_sweep(d):
                        (threads, d[1], d[2], d[3]))
 
 
+def cluster_sweep(d, cases, clusters):
+    """The fused op (bf16, group 128) on (M, H, normed) cases, under each number of blocks per row."""
+    for m, h, normed in cases:
+        c = dict(m=m, h=h, dtype=torch.bfloat16, normed=normed)
+        for cluster in clusters:
+            both_modes(f"rmsnorm M={m} H={h} normed={normed} cluster {cluster}",
+                       lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+
+
 def main(which):
     v2.settle_graph_state()
     d = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
@@ -58,44 +67,21 @@ def main(which):
     if which == "masked":
         masked_sweep(d)
     elif which == "rms-cluster":
-        for m in (64, 128, 256, 512, 1024):
-            for normed in (False, True):
-                c = dict(m=m, h=7168, dtype=torch.bfloat16, normed=normed)
-                for cluster in (0, 1, 2, 4):
-                    both_modes(f"rmsnorm M={m} H=7168 normed={normed} cluster {cluster}",
-                               lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
-    elif which == "rms-small":
-        # the automatic choice (auto_rmsnorm_cluster): 4 blocks per row while 4 M fit in the SMs, then 2, then 1
+        cluster_sweep(d, [(m, 7168, normed) for m in (64, 128, 256, 512, 1024) for normed in (False, True)], (0, 1, 2, 4))
+    elif which == "rms-small":  # session 26, against the rule of before (4 while 4M <= SMs, then 2)
         cases = [(m, 7168, normed) for m in (1, 32, 64, 128, 256) for normed in (False, True)]
-        cases += [(1, 4096, False), (64, 4096, False)]
-        for m, h, normed in cases:
-            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=normed)
-            for cluster in (1, 2, 4, 8):
-                both_modes(f"rmsnorm M={m} H={h} normed={normed} cluster {cluster}",
-                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+        cluster_sweep(d, cases + [(1, 4096, False), (64, 4096, False)], (1, 2, 4, 8))
     elif which == "rms-rule":
         cases = [(m, 7168) for m in (16, 48, 64, 66, 67, 80, 96, 112)]
         cases += [(m, 4096) for m in (1, 8, 16, 32, 48, 64)] + [(1, 5120), (32, 5120), (1, 2048), (16, 2048)]
-        for m, h in cases:
-            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
-            for cluster in (1, 2, 4):
-                both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
-                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+        cluster_sweep(d, [(m, h, False) for m, h in cases], (1, 2, 4))
     elif which == "rms-auto":
         cases = [(1, 16384), (64, 16384), (96, 16384), (64, 8192), (96, 8192), (99, 7168), (100, 7168),
                  (66, 4096), (67, 4096), (96, 4096), (33, 6144)]
-        for m, h in cases:
-            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
-            for cluster in (0, 1, 2, 4):
-                both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
-                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+        cluster_sweep(d, [(m, h, False) for m, h in cases], (0, 1, 2, 4))
     elif which == "rms-cases":
-        for case in sys.argv[2].split(","):
-            m, h = (int(v) for v in case.split(":"))
-            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False)
-            for cluster in (int(v) for v in sys.argv[3].split(",")):
-                both_modes(f"rmsnorm M={m} H={h} normed=False cluster {cluster}",
-                           lambda pdl, c=c: rms.build(c, pdl), (d[0], d[1], d[2], cluster))
+        cases = [tuple(int(v) for v in case.split(":")) + (False,) for case in sys.argv[2].split(",")]
+        cluster_sweep(d, cases, [int(v) for v in sys.argv[3].split(",")])
     elif which == "v2":
         masked = [c for c in v2.cases(True) if c["kind"] == "masked" and c["e"] in (8, 32) and "decode" not in c["name"]]
         for c in masked:
