@@ -29,7 +29,8 @@
 // of C blocks (thread-block cluster, SM90+) of ceil(chunks / C / 32) warps each on C SMs: block rank b
 // holds chunks [b * team, (b + 1) * team). Every warp then writes its sum into every block's shared
 // memory (distributed shared memory, st.async on a transaction barrier), so each block combines the same
-// warp sums in the same butterfly as one block would: the bytes are the same for every C
+// warp sums in the same pairwise order as one block would (butterfly_sum; tree_of_warp_sums in the
+// clustered kernel, the same sum computed in registers): the bytes are the same for every C
 // (auto_rmsnorm_cluster says when it pays).
 // Threads past the last chunk hold zeros.
 #pragma once
