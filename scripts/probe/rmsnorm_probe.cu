@@ -11,6 +11,7 @@
 //                  (both warp-sum buffers; one-chunk blocks and clusters take one row group each)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
+//   rms cases M:H,... C,...  the given cases in clusters of C blocks (0: as dispatched), two rounds
 //   rms once M H   one launch as dispatched (for ncu)
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, and of
 //                  three long calls (the prefetching kernel), one file per shape (compare two builds with cmp)
@@ -165,6 +166,36 @@ int main(int argc, char** argv) {
       for (int m : {1, 64, 256}) {
         for (int c : {1, 2, 4, 8}) {
           std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f\n", m, h, c, time_graph(launcher(m, h, false, c), 20),
+                      time_graph(launcher(m, h, true, c), 20));
+        }
+      }
+    }
+    return 0;
+  }
+  if (mode == "cases") {  // M:H cases (argv[2], e.g. 64:16384,48:16384) in the clusters of argv[3] (e.g. 2,4; 0: as dispatched)
+    auto numbers = [](const std::string& text, char sep) {
+      std::vector<int> v;
+      for (size_t at = 0; at <= text.size();) {
+        const size_t end = std::min(text.find(sep, at), text.size());
+        v.push_back(std::atoi(text.substr(at, end - at).c_str()));
+        at = end + 1;
+      }
+      return v;
+    };
+    std::vector<std::pair<int, int>> cases;  // (M, H)
+    const std::string list = argc > 2 ? argv[2] : "64:16384";
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::vector<int> mh = numbers(list.substr(at, end - at), ':');
+      cases.emplace_back(mh[0], mh.size() > 1 ? mh[1] : 7168);
+      at = end + 1;
+    }
+    const std::vector<int> clusters = numbers(argc > 3 ? argv[3] : "0", ',');
+    std::printf("%-25s %8s %9s %9s\n", "problem", "cluster", "us", "us PDL");
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& [m, h] : cases) {
+        for (int c : clusters) {
+          std::printf("rms M=%-5d H=%-5d r%d    %8d %9.3f %9.3f\n", m, h, round, c, time_graph(launcher(m, h, false, c), 20),
                       time_graph(launcher(m, h, true, c), 20));
         }
       }
