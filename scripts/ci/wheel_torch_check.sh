@@ -3,21 +3,28 @@
 # from outside the source tree: the smoke test (import, build_info, one call per op, CPU golden
 # selftest) and the whole CPU test suite (a copy of tests/; GPU tests skip without a device).
 #
-#   scripts/ci/wheel_torch_check.sh WHEEL TORCH_VERSION VENV [lean]
+#   scripts/ci/wheel_torch_check.sh WHEEL TORCH_VERSION VENV [lean [EXTRA...]]
 #
 # Plain mode: `pip install torch==VERSION` with its dependencies (the build torch, from the local disk
 # here). `lean`: torch's wheel without its dependencies, its pure-Python requirements, and the CUDA
 # runtime libraries (nvidia-*/cuda-*) at the versions the build venv has: torch only needs their
 # sonames to import, and CUDA 13 keeps them within the major version. It saves the ~3 GB of
-# differently pinned CUDA libraries an older torch would otherwise download; the tests are CPU tests.
+# differently pinned CUDA libraries another torch would otherwise download; the tests are CPU tests.
+# EXTRA: requirement specs installed after those, without dependencies, where VERSION needs a newer
+# library than the build venv's to import at all (torch 2.15.0: nvidia-nvshmem-cu13==3.7.2).
+# A machine-wide pip constraint (this workplace caps torch at its local release) does not apply here:
+# the point is to install exactly VERSION.
 set -euo pipefail
 wheel=$(realpath "$1"); version=$2; venv=$(realpath -m "$3"); mode=${4:-plain}
+extra=("${@:5}")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build_py=${BUILD_PY:-$root/.venv/bin/python}
 python=${PYTHON:-python3}
 
 rm -rf "$venv"
 "$python" -m venv "$venv"
+echo "# wheel_torch_check.sh: no constraints" >"$venv/no-constraints.txt"
+export PIP_CONSTRAINT=$venv/no-constraints.txt
 pip=("$venv/bin/python" -m pip install -q)
 if [[ $mode == lean ]]; then
   cache=$root/build/torch-wheels
@@ -26,6 +33,7 @@ if [[ $mode == lean ]]; then
     "$venv/bin/python" -m pip download -q --no-deps "torch==$version" -d "$cache"
   cuda_libs=$("$build_py" -m pip freeze | grep -E '^(nvidia-|cuda-)' | grep -v '^cuda-bindings' || true)
   "${pip[@]}" --no-deps "$cache"/torch-"$version"-*.whl $cuda_libs
+  (( ${#extra[@]} == 0 )) || "${pip[@]}" --no-deps "${extra[@]}"
   "${pip[@]}" filelock typing-extensions sympy networkx jinja2 fsspec setuptools
 else
   "${pip[@]}" "torch==$version"
