@@ -39,7 +39,9 @@ else
   "${pip[@]}" "torch==$version"
 fi
 "${pip[@]}" numpy pytest
-"${pip[@]}" "$wheel"  # its requirement torch>=X is met by the torch above: nothing else changes
+# Its requirement torch>=X is met by the torch above. Lean: without resolving, since pip's resolver
+# would also fetch the installed torch's own pins that the build venv's CUDA libraries do not meet.
+if [[ $mode == lean ]]; then "${pip[@]}" --no-deps "$wheel"; else "${pip[@]}" "$wheel"; fi
 
 work=$(mktemp -d)
 cp -r "$root/tests" "$work/tests"
