@@ -406,7 +406,12 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
 
 #pragma unroll
     for (int k = 0; k < CHUNKS; ++k) {
-      if (!kWeightWithRow && valid[k]) load_weight<T>(args.weight, offset[k], wv[k]);
+      if (!kWeightWithRow && valid[k]) {
+        // The weight's addresses do not depend on the row: ptxas would hoist them out of the row loop
+        // and, at this kernel's 64 registers, spill them. An empty asm makes the offsets opaque per row.
+        asm volatile("" : "+r"(offset[k][0]), "+r"(offset[k][1]));
+        load_weight<T>(args.weight, offset[k], wv[k]);
+      }
       uint32_t n[8];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
