@@ -469,8 +469,10 @@ __device__ __forceinline__ TaskInput<SILU> load_task_input(const QuantParams& p,
 // op's codes and scales come from here. Every thread of the warp must call it (shuffles); threads
 // of an invalid task only take part in them.
 // kWords = 4 (small_call_quant_kernel): GS/8 threads per group, each with the 8 values [lane * 8, +8).
-template <typename T, typename R, int GS, ScaleKind SK, int kWords = 8>
-__device__ __forceinline__ void quantize_words(const QuantParams& p, const Task<T>& t, int lane, bool valid,
+// Params: QuantParams, or any arguments with its fields output_s, s_group_stride, groups_per_row and eps
+// (the fused op's kernel arguments, read from their own constant line).
+template <typename T, typename R, int GS, ScaleKind SK, int kWords = 8, typename Params>
+__device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t, int lane, bool valid,
                                                const uint32_t (&w)[kWords]) {
   static_assert(kWords == 8 || kWords == 4, "16 or 8 values per thread");
   constexpr int kThreadsPerGroup = GS / (2 * kWords);

@@ -72,18 +72,42 @@ constexpr int kRmsNormMaxTeam = 1024;
 constexpr int kRmsNormMaxCluster = 8;        // the portable cluster size limit
 
 struct RmsNormKernelArgs {
-  RmsNormQuantParams p;
+  // The kernel's arguments fill two 64-byte constant lines, and a block's first read of each waits for
+  // it (a miss per SM and launch). The first 48 bytes share the line of the driver's word at 0x208 (the
+  // parameters start at 0x210): everything the kernel reads before its row's loads, so that those wait
+  // for one line, read at the top (before the PDL wait).
+  const void* input;
+  void* residual;        // null: no residual
+  const void* weight;
+  int64_t in_row_stride;  // of the input, in elements
+  int32_t hidden;
   int32_t num_rows;
-  int32_t team;     // threads of a block per row: a power of two <= 32, or blockDim.x (a multiple of 32)
+  int32_t team;    // threads of a block per row: a power of two <= 32, or blockDim.x (a multiple of 32)
   // The kernel's prologue divides nothing at run time (no integer division sits before the first load).
   // Probe, H200, session 9 (benchmark/NOTES.md), µs without / with PDL, H=7168: M=1 2.17 / 1.69 -> 2.03 /
   // 1.58, M=256 4.31 / 3.79 -> 4.09 / 3.66, M=4096 57.9 / 57.3 -> 56.2 / 55.2.
-  int32_t team_log2;       // log2(team) below 32, else 10: threadIdx.x (< 1024) % and / by it are the
-                           // thread's index in its team and its row in the block
-  int32_t rows_per_block;  // blockDim.x / team
-  int32_t cluster;  // blocks per row, a thread-block cluster (1: none); > 1 only with one chunk per thread
+  // Three small fields in one word: team_log2 (bits 0-7): log2(team) below 32, else 10, so that
+  // threadIdx.x (< 1024) % and / by it are the thread's index in its team and its row in the block;
+  // rows_per_block (8-15): blockDim.x / team (<= 128); cluster (16-23): blocks per row (1: none, else a
+  // thread-block cluster of that many; one chunk per thread only).
+  uint32_t shape;
+  // The second line (56 bytes): what the kernel needs after the row's reduction.
+  void* output_q;
+  void* output_s;
+  void* output_normed;     // null: not stored
+  int64_t s_row_stride;    // scale strides, in elements of output_s (as QuantParams)
+  int64_t s_group_stride;
+  int32_t groups_per_row;
+  float eps;
+  float norm_eps;
   int32_t prefetch_rows;  // PREFETCH kernels: how far ahead a block prefetches rows into L2 (one round)
+
+  __host__ __device__ int team_log2() const { return static_cast<int>(shape & 0xffu); }
+  __host__ __device__ int rows_per_block() const { return static_cast<int>((shape >> 8) & 0xffu); }
+  __host__ __device__ int cluster() const { return static_cast<int>((shape >> 16) & 0xffu); }
 };
+static_assert(offsetof(RmsNormKernelArgs, output_q) == 48 && sizeof(RmsNormKernelArgs) == 104,
+              "the prologue's fields fill the first constant line, the rest the second");
 
 // Thread-block cluster primitives (SM90+; the launcher uses clusters only there).
 __device__ __forceinline__ int cluster_rank() {
@@ -207,9 +231,9 @@ __device__ __forceinline__ float tree_of_warp_sums(const float* sums, int n) {
 
 // The weight's two vectors at a chunk's element offsets.
 template <typename T>
-__device__ __forceinline__ void load_weight(const RmsNormQuantParams& rp, const int (&offset)[2], uint4 (&w)[2]) {
-  w[0] = load_input_vec(static_cast<const T*>(rp.weight) + offset[0]);
-  w[1] = load_input_vec(static_cast<const T*>(rp.weight) + offset[1]);
+__device__ __forceinline__ void load_weight(const void* weight, const int (&offset)[2], uint4 (&w)[2]) {
+  w[0] = load_input_vec(static_cast<const T*>(weight) + offset[0]);
+  w[1] = load_input_vec(static_cast<const T*>(weight) + offset[1]);
 }
 
 // PREFETCH (one chunk per thread, a block per row, long calls: kRmsNormPrefetchMinRounds): once the
@@ -228,19 +252,18 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
   static_assert(!CLUSTERED || (CHUNKS == 1 && !PREFETCH), "clustered kernels hold one chunk per thread, no prefetch");
   constexpr int L = GS / kElemsPerThread;
-  const RmsNormQuantParams& rp = args.p;
-  const QuantParams& p = rp.quant;
   const int team = args.team;
-  const int cluster = CHUNKS == 1 ? args.cluster : 1;
+  const int team_log2 = args.team_log2();
+  // blocks per row: the launcher runs the CLUSTERED kernel for every launch in clusters, and only there
+  const int cluster = CLUSTERED ? args.cluster() : 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if (cluster > 1) __trap();  // no cluster instructions in this code (the launcher never asks for them here)
 #endif
-  const int rank = cluster > 1 ? cluster_rank() : 0;   // this block's share of the row (cluster rank)
-  const int team_log2 = args.team_log2;
+  const int rank = CLUSTERED ? cluster_rank() : 0;   // this block's share of the row (cluster rank)
   const int t = rank * team + (threadIdx.x & ((1 << team_log2) - 1));  // this thread's chunk in its row
   const int lane = t % L;            // its index in its group's sub-warp (teams are multiples of L)
-  const int rows_per_block = args.rows_per_block;
-  const int num_chunks = p.hidden / kElemsPerThread;
+  const int rows_per_block = args.rows_per_block();
+  const int num_chunks = args.hidden / kElemsPerThread;
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
   // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
@@ -261,6 +284,9 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
   int parity = 0;
+  auto normed_row_of = [&args](int row) {
+    return args.output_normed ? static_cast<T*>(args.output_normed) + static_cast<int64_t>(row) * args.hidden : nullptr;
+  };
   // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
   // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (a folded
   // loop: faster at every M than a grid-stride loop, probe session 11, benchmark/NOTES.md). Two chunks
@@ -271,9 +297,14 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
        first = CHUNKS == 1 ? args.num_rows : first + row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
-    const T* x_row = static_cast<const T*>(p.input) + static_cast<int64_t>(row) * p.in_row_stride;
-    T* res_row = rp.residual ? static_cast<T*>(rp.residual) + static_cast<int64_t>(row) * p.hidden : nullptr;
-    T* normed_row = rp.output_normed ? static_cast<T*>(rp.output_normed) + static_cast<int64_t>(row) * p.hidden : nullptr;
+    const T* x_row = static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride;
+    T* res_row = args.residual ? static_cast<T*>(args.residual) + static_cast<int64_t>(row) * args.hidden : nullptr;
+    // output_normed's row (second constant line): one-chunk kernels compute it after the reduction, so that
+    // the row's loads wait for the first line only; two-chunk kernels read the second line at their top
+    // anyway (loop invariants), and computing it here keeps them within 64 registers (after the reduction,
+    // ptxas spilled 16 bytes).
+    constexpr bool kNormedRowEarly = CHUNKS == 2;
+    T* normed_row = kNormedRowEarly ? normed_row_of(row) : nullptr;
 
     float z[CHUNKS][16];
     bool valid[CHUNKS];
@@ -299,7 +330,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           rv[0] = *reinterpret_cast<const uint4*>(res_row + offset[k][0]);
           rv[1] = *reinterpret_cast<const uint4*>(res_row + offset[k][1]);
         }
-        if (kWeightWithRow) load_weight<T>(rp, offset[k], wv[k]);
+        if (kWeightWithRow) load_weight<T>(args.weight, offset[k], wv[k]);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -363,18 +394,24 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     if constexpr (PREFETCH) {  // a block per row (rows_per_block == 1, cluster == 1)
       const int ahead = first + args.prefetch_rows;
       if (threadIdx.x == 0 && ahead < args.num_rows) {
-        const uint32_t row_bytes = static_cast<uint32_t>(p.hidden) * sizeof(T);
-        prefetch_to_l2(static_cast<const T*>(p.input) + static_cast<int64_t>(ahead) * p.in_row_stride, row_bytes);
-        if (rp.residual) prefetch_to_l2(static_cast<const T*>(rp.residual) + static_cast<int64_t>(ahead) * p.hidden, row_bytes);
+        const uint32_t row_bytes = static_cast<uint32_t>(args.hidden) * sizeof(T);
+        prefetch_to_l2(static_cast<const T*>(args.input) + static_cast<int64_t>(ahead) * args.in_row_stride, row_bytes);
+        if (args.residual) prefetch_to_l2(static_cast<const T*>(args.residual) + static_cast<int64_t>(ahead) * args.hidden, row_bytes);
       }
     }
     SGLQ_PROBE_PHASE(2, ss);
-    const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(p.hidden)), rp.norm_eps)));
+    const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(args.hidden)), args.norm_eps)));
     SGLQ_PROBE_PHASE(3, inv);
+    if constexpr (!kNormedRowEarly) normed_row = normed_row_of(row);
 
 #pragma unroll
     for (int k = 0; k < CHUNKS; ++k) {
-      if (!kWeightWithRow && valid[k]) load_weight<T>(rp, offset[k], wv[k]);
+      if (!kWeightWithRow && valid[k]) {
+        // The weight's addresses do not depend on the row: ptxas would hoist them out of the row loop
+        // and, at this kernel's 64 registers, spill them. An empty asm makes the offsets opaque per row.
+        asm volatile("" : "+r"(offset[k][0]), "+r"(offset[k][1]));
+        load_weight<T>(args.weight, offset[k], wv[k]);
+      }
       uint32_t n[8];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -392,10 +429,10 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       const int g = (t + k * team) / L;
       Task<T> task;
       task.src = nullptr;
-      task.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row) * p.hidden + g * GS;
-      task.s_row = static_cast<int64_t>(row) * p.s_row_stride;
+      task.dst = static_cast<uint8_t*>(args.output_q) + static_cast<int64_t>(row) * args.hidden + g * GS;
+      task.s_row = static_cast<int64_t>(row) * args.s_row_stride;
       task.g = g;
-      quantize_words<T, R, GS, SK>(p, task, lane, valid[k], n);
+      quantize_words<T, R, GS, SK>(args, task, lane, valid[k], n);
     }
   }
   SGLQ_PROBE_PHASE(4, 0.0f);
@@ -471,16 +508,28 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     if (err != cudaSuccess) return err;
   }
   RmsNormKernelArgs args;
-  args.p = rp;
+  args.input = rp.quant.input;
+  args.residual = rp.residual;
+  args.weight = rp.weight;
+  args.in_row_stride = rp.quant.in_row_stride;
+  args.hidden = rp.quant.hidden;
   args.num_rows = static_cast<int32_t>(num_rows);
   args.team = team;
-  args.team_log2 = team < 32 ? log2_of_power_of_two(team) : 10;
-  args.rows_per_block = rows_per_block;
-  args.cluster = cluster;
+  const int team_log2 = team < 32 ? log2_of_power_of_two(team) : 10;
+  args.shape = static_cast<uint32_t>(team_log2 | rows_per_block << 8 | cluster << 16);
+  args.output_q = rp.quant.output_q;
+  args.output_s = rp.quant.output_s;
+  args.output_normed = rp.output_normed;
+  args.s_row_stride = rp.quant.s_row_stride;
+  args.s_group_stride = rp.quant.s_group_stride;
+  args.groups_per_row = rp.quant.groups_per_row;
+  args.eps = rp.quant.eps;
+  args.norm_eps = rp.norm_eps;
   args.prefetch_rows = 0;
   if constexpr (CHUNKS == 1) {
+    if (cluster > 1) return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, 1, false, true>, grid, threads, 0, opt, args, cluster);
     constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, 1, true>;
-    if (opt.clusters && cluster == 1 && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
+    if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
       int occupancy = 0;
       const cudaError_t err = resident_blocks_per_sm<prefetching>(threads, 0, opt, occupancy);
@@ -488,14 +537,11 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
       const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
       if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
         args.prefetch_rows = static_cast<int32_t>(resident);
-        return launch_kernel(prefetching, grid, threads, 0, opt, args);  // cluster == 1
+        return launch_kernel(prefetching, grid, threads, 0, opt, args);
       }
     }
   }
-  if constexpr (CHUNKS == 1) {
-    if (cluster > 1) return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, 1, false, true>, grid, threads, 0, opt, args, cluster);
-  }
-  return launch_kernel(kernel, grid, threads, 0, opt, args, cluster);
+  return launch_kernel(kernel, grid, threads, 0, opt, args);  // one block per row group (cluster == 1)
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {1, 2 chunks}.
