@@ -173,24 +173,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "cases") {  // M:H cases (argv[2], e.g. 64:16384,48:16384) in the clusters of argv[3] (e.g. 2,4; 0: as dispatched)
-    auto numbers = [](const std::string& text, char sep) {
-      std::vector<int> v;
+    auto split = [](const std::string& text, char sep) {  // "a<sep>b<sep>c" -> {"a", "b", "c"}
+      std::vector<std::string> parts;
       for (size_t at = 0; at <= text.size();) {
         const size_t end = std::min(text.find(sep, at), text.size());
-        v.push_back(std::atoi(text.substr(at, end - at).c_str()));
+        parts.push_back(text.substr(at, end - at));
         at = end + 1;
       }
-      return v;
+      return parts;
     };
     std::vector<std::pair<int, int>> cases;  // (M, H)
-    const std::string list = argc > 2 ? argv[2] : "64:16384";
-    for (size_t at = 0; at <= list.size();) {
-      const size_t end = std::min(list.find(',', at), list.size());
-      const std::vector<int> mh = numbers(list.substr(at, end - at), ':');
-      cases.emplace_back(mh[0], mh.size() > 1 ? mh[1] : 7168);
-      at = end + 1;
+    for (const std::string& mh : split(argc > 2 ? argv[2] : "64:16384", ',')) {
+      const std::vector<std::string> v = split(mh, ':');
+      cases.emplace_back(std::atoi(v[0].c_str()), v.size() > 1 ? std::atoi(v[1].c_str()) : 7168);
     }
-    const std::vector<int> clusters = numbers(argc > 3 ? argv[3] : "0", ',');
+    std::vector<int> clusters;
+    for (const std::string& c : split(argc > 3 ? argv[3] : "0", ',')) clusters.push_back(std::atoi(c.c_str()));
     std::printf("%-25s %8s %9s %9s\n", "problem", "cluster", "us", "us PDL");
     for (int round = 0; round < 2; ++round) {
       for (const auto& [m, h] : cases) {
