@@ -782,7 +782,8 @@ struct LaunchOptions {
   cudaStream_t stream = nullptr;
   int device = 0;
   int num_sms = 1;
-  int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256
+  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256 (small calls: always kSmallCallThreads)
+  int block_threads = 0;
   int waves = 64;         // masked and fused-op grids are capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
   bool clusters = false;    // the device runs thread-block clusters (SM90+)
