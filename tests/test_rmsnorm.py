@@ -240,6 +240,26 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
 
 
 @pytest.mark.gpu
+def test_cuda_clusters_at_the_grid_y_limit():
+    """Clustered launches run a 2-D grid (cluster, rows): at 65535 rows, gridDim.y's limit, every row is
+    written by its cluster; one row more and the launcher runs one block per row. Both give the bytes of
+    one block per row."""
+    from sgl_quant import _C
+    x, w, r = make_case(65536, 1024, torch.bfloat16, 26, device="cuda")  # 64 chunks: clusters of 2
+    defaults = _C._launch_config()
+    try:
+        for m in (65535, 65536):
+            got = []
+            for cluster in (1, 2):
+                _C._set_launch_config(defaults[0], defaults[1], defaults[2], cluster)
+                got.append(run_rmsnorm(x[:m], w, 128, FP8, "col_tma", residual=r[:m], enable_pdl=False))
+            for a, b in zip(*got):
+                assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"{m=}"
+    finally:
+        _C._set_launch_config(*defaults)
+
+
+@pytest.mark.gpu
 def test_cuda_two_chunks_per_thread_same_bytes():
     """Calls of >= 1024 long rows run with two 16-element chunks per thread (half-size blocks), small
     calls with one (and a cluster of blocks per row): a row's bytes are the same in both, and the CPU's."""

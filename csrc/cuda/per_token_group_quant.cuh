@@ -620,9 +620,13 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // 3.75; benchmark/NOTES.md session 18). Not where free places remain (smaller grids, dense ones):
     // there a chain of such kernels all launch at once and crowd the SMs (dense M=64 H=7168 with the
     // trigger at the start: 1.02 -> 1.87).
-    pdl_allow_dependents_if(args.trigger_at_start);
+    // FINAL_COUNTS (launched without PDL): args.pdl and the trigger are known at compile time, so the
+    // only parameter line read before the counts' load is the counts' own. Read from args, the line of
+    // `pdl` and `trigger_at_start` came first and the load waited for its miss (probe, H200, no PDL,
+    // µs: 8 x 512 4.70 -> 4.64, 32 x 256 11.17 -> 11.08, decode-sized 8 x 512 2.38 -> 2.33; session 28).
+    if constexpr (!FINAL_COUNTS) pdl_allow_dependents_if(args.trigger_at_start);
     const int num_experts = static_cast<int>(p.num_outer);
-    int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
+    int guess = !FINAL_COUNTS && args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
     if (first >= num_tasks) {
       // A block without a task by the first read exits before the prefix and the lookup. Decode-sized
@@ -647,10 +651,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     int exclusive = warp_exclusive_prefix(guess, num_experts);
     bool valid = first + sub < num_tasks;
     Task<T> t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
-    pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
-    pdl_allow_dependents_if(!args.trigger_at_start);
+    if constexpr (!FINAL_COUNTS) {
+      pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
+      pdl_allow_dependents_if(!args.trigger_at_start);
+    }
     TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
-    const int count = args.pdl ? warp_masked_count<false>(p) : guess;
+    const int count = !FINAL_COUNTS && args.pdl ? warp_masked_count<false>(p) : guess;
     if (!__all_sync(0xffffffffu, count == guess)) {  // rare: redo the first task's lookup and loads
       num_tasks = warp_sum(count) * p.groups_per_row;
       exclusive = warp_exclusive_prefix(count, num_experts);
@@ -737,12 +743,19 @@ inline SmallCallArgs small_call_args(const QuantParams& p, FastDivmod groups_per
   return a;
 }
 
+// Small calls run blocks of a fixed 128 threads (the launch-config hook's block size does not apply;
+// 64 / 256 / 512 were no faster, session 21). A compile-time block size also spares the kernel the
+// driver's constant line of blockDim, which it read before its arguments' line and waited for first
+// (probe, H200, µs without / with PDL: M=1 H=4096 1.057 / 0.677 -> 1.026 / 0.678, M=8 H=4096 1.334 /
+// 0.767 -> 1.294 / 0.757, M=8 H=7168 1.358 / 0.805 -> 1.338 / 0.796; session 28).
+constexpr int kSmallCallThreads = 128;
+
 template <typename T, typename R, int GS, ScaleKind SK>
 __global__ void __launch_bounds__(kMaxBlockThreads, 4) small_call_quant_kernel(const SmallCallArgs a) {
   constexpr int kThreadsPerGroup = GS / 8;
   const int sub = threadIdx.x / kThreadsPerGroup, lane = threadIdx.x % kThreadsPerGroup;
   // 32-bit: the tasks end below rows * groups + groups per block < 2^31 (small_call_fits)
-  const uint32_t task = blockIdx.x * (blockDim.x / kThreadsPerGroup) + sub;
+  const uint32_t task = blockIdx.x * (kSmallCallThreads / kThreadsPerGroup) + sub;
   const int groups = a.groups();
   const int row = a.row_of(task);
   const bool valid = row < a.rows();  // tasks past the last row's groups have row >= rows
@@ -769,7 +782,8 @@ struct LaunchOptions {
   cudaStream_t stream = nullptr;
   int device = 0;
   int num_sms = 1;
-  int block_threads = 0;  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256
+  // multiple of 32, <= kMaxBlockThreads; 0: 128 for one-round problems, else 256 (small calls: always kSmallCallThreads)
+  int block_threads = 0;
   int waves = 64;         // masked and fused-op grids are capped at waves * (resident blocks per SM) * SMs
   bool pdl = false;
   bool clusters = false;    // the device runs thread-block clusters (SM90+)
@@ -829,13 +843,17 @@ LaunchOptions options_for(const LaunchOptions& requested) {
   return o;
 }
 
+constexpr int64_t kMaxClusterRows = 65535;  // gridDim.y's limit: the most clusters of one launch
+
 // kernel<<<grid, threads, smem, opt.stream>>>(args), as a programmatic dependent launch when opt.pdl,
-// in thread-block clusters of `cluster` blocks when > 1 (grid a multiple of it).
+// in thread-block clusters of `cluster` blocks when > 1 (grid a multiple of it, at most kMaxClusterRows
+// clusters): then as a 2-D grid (cluster, grid / cluster), so that blockIdx.y is the block's cluster.
 template <typename Kernel, typename Args>
 cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem, const LaunchOptions& opt,
                           const Args& args, int cluster = 1) {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.gridDim = cluster > 1 ? dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(grid / cluster))
+                               : dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = smem;
   config.stream = opt.stream;
@@ -884,7 +902,7 @@ template <typename T, typename R, int GS, ScaleKind SK>
 cudaError_t launch_small_call(const QuantParams& p, const LaunchOptions& requested) {
   constexpr auto kernel = small_call_quant_kernel<T, R, GS, SK>;
   const LaunchOptions opt = options_for<kernel>(requested);
-  const int threads = opt.block_threads > 0 ? opt.block_threads : 128;
+  const int threads = kSmallCallThreads;
   const int groups_per_block = threads / (GS / 8);
   const SmallCallArgs a = small_call_args(p, FastDivmod(static_cast<uint32_t>(p.groups_per_row)));
   return launch_kernel(kernel, (p.num_groups() + groups_per_block - 1) / groups_per_block, threads, 0, opt, a);

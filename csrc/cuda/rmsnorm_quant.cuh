@@ -117,19 +117,10 @@ __device__ __forceinline__ int cluster_rank() {
 #endif
   return static_cast<int>(r);
 }
-// This block's cluster and the grid's cluster count (1-D grids of 1-D clusters): blockIdx.x / cluster and
-// gridDim.x / cluster, read from special registers instead of divided.
-__device__ __forceinline__ void cluster_index_and_count(int& index, int& count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t i, n;
-  asm("mov.u32 %0, %%clusterid.x;" : "=r"(i));
-  asm("mov.u32 %0, %%nclusterid.x;" : "=r"(n));
-  index = static_cast<int>(i);
-  count = static_cast<int>(n);
-#endif
-}
 // The cluster's start: every thread arrives without ordering once its block has started (the mbarrier
-// inits before it are released by fence_mbar_init), and waits before its first remote store.
+// inits before it are released by fence_mbar_init), and waits before its first remote store. ptxas
+// guards the arrive with a read of a driver constant line (c[0x0][0x140]: launched in clusters or not),
+// so the kernel arrives after issuing its row's loads, where that line's miss hides behind them.
 __device__ __forceinline__ void cluster_arrive_relaxed() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -280,7 +271,6 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     mbar_init(&sums_bar, 1);
     fence_mbar_init();
   }
-  if (cluster > 1) cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
   int parity = 0;
@@ -291,8 +281,10 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (a folded
   // loop: faster at every M than a grid-stride loop, probe session 11, benchmark/NOTES.md). Two chunks
   // per thread keep the loop over a capped grid (one pass there was slower: M=1024 H=7168 +0.3 µs).
-  int row_group = blockIdx.x, row_groups = gridDim.x;  // clusters: blockIdx.x / cluster, gridDim.x / cluster
-  if (cluster > 1) cluster_index_and_count(row_group, row_groups);
+  // Clustered launches have a 2-D grid (cluster, row groups): blockIdx.x is the rank. (%clusterid.x is
+  // no special register on sm_90: ptxas computes blockIdx.x / cluster in floats from a reciprocal in the
+  // driver's constant line 0x140, whose miss then came before the row's loads.)
+  const int row_group = CLUSTERED ? blockIdx.y : blockIdx.x, row_groups = CLUSTERED ? gridDim.y : gridDim.x;
   for (int first = row_group * rows_per_block; first < args.num_rows;
        first = CHUNKS == 1 ? args.num_rows : first + row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
@@ -332,6 +324,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         }
         if (kWeightWithRow) load_weight<T>(args.weight, offset[k], wv[k]);
       }
+      if (cluster > 1 && k == 0) cluster_arrive_relaxed();  // this block has started (see there); once: one pass
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t xw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
@@ -488,7 +481,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     while (team * 2 < num_chunks) team *= 2;  // half the chunk count padded to a power of two (>= 32)
   } else {
     while (team < num_chunks && team < 32) team *= 2;
-    if (num_chunks > 32 && opt.clusters) {
+    if (num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
       cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
     }
     auto warps_per_block = [num_chunks](int c) { return (num_chunks + 32 * c - 1) / (32 * c); };
