@@ -626,6 +626,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // µs: 8 x 512 4.70 -> 4.64, 32 x 256 11.17 -> 11.08, decode-sized 8 x 512 2.38 -> 2.33; session 28).
     if constexpr (!FINAL_COUNTS) pdl_allow_dependents_if(args.trigger_at_start);
     const int num_experts = static_cast<int>(p.num_outer);
+    // (`!FINAL_COUNTS && args.pdl` is written out at both uses: held in one variable, ptxas scheduled
+    // the PDL kernel differently.)
     int guess = !FINAL_COUNTS && args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
     if (first >= num_tasks) {
@@ -851,6 +853,7 @@ constexpr int64_t kMaxClusterRows = 65535;  // gridDim.y's limit: the most clust
 template <typename Kernel, typename Args>
 cudaError_t launch_kernel(Kernel kernel, int64_t grid, int threads, size_t smem, const LaunchOptions& opt,
                           const Args& args, int cluster = 1) {
+  if (cluster > 1 && grid / cluster > kMaxClusterRows) return cudaErrorInvalidValue;  // launchers keep within it
   cudaLaunchConfig_t config = {};
   config.gridDim = cluster > 1 ? dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(grid / cluster))
                                : dim3(static_cast<unsigned>(grid));

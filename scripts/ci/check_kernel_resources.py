@@ -202,7 +202,7 @@ def main(argv=None):
             pdl_checked += name in sass
             if name not in sass:
                 errors.append(f"{source.name} sm_{arch} {name}: not in the cubin's SASS")
-            for address, text in early[:2] if not no_pdl else []:
+            for address, text in [] if no_pdl else early[:2]:  # FINAL_COUNTS kernels have no wait to come after
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} can run before the PDL wait")
             for address, text in read_only[:2]:
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
