@@ -124,11 +124,39 @@ def test_masked_without_pdl_same_bytes_as_with_pdl(case):
                     max_code_fraction=2e-3, what=f"{case} {layout}")
 
 
+@pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_dense_without_pdl_same_bytes_as_with_pdl(layout, group_size, silu):
+    """Dense launches of one row index without PDL run dense_no_pdl_kernel (the first task located
+    from the parameters' first line), with PDL the general kernel, which test_cuda_matches_cpu checks
+    against the CPU op: the same bytes, and nothing written outside the result (run_v2), over rows
+    around the small-call limit and the rows-first units, group counts around multiples of four,
+    fp8 and int8, contiguous and row-strided input, and 3-D batches (contiguous ones fold into one
+    row index; sliced ones do not and run the general kernel without PDL)."""
+    def same(x, out):
+        without = run_v2(x, group_size, out, layout, silu=silu, enable_pdl=False)
+        with_pdl = run_v2(x, group_size, out, layout, silu=silu, enable_pdl=True)
+        assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8)), tuple(x.shape)
+        assert torch.equal(without[1], with_pdl[1]), tuple(x.shape)
+
+    for i, (m, groups) in enumerate([(9, 5), (33, 3), (257, 6), (1028, 17)]):
+        k = groups * group_size * (2 if silu else 1)
+        base = make_input((m, k + group_size), torch.bfloat16, seed=60 + i, device="cuda")
+        for x in (base[:, :k].contiguous(), base[:, group_size:]):  # contiguous, row-strided
+            for out in (FP8, torch.int8):
+                same(x, out)
+    k = 3 * group_size * (2 if silu else 1)
+    batch = make_input((3, 12, k), torch.bfloat16, seed=70, device="cuda")
+    for x in (batch[:, :11].contiguous(), batch[:, 1:]):  # folded, and (outer, row) kept
+        same(x, FP8)
+
+
 @pytest.mark.parametrize("silu", [True, False], ids=["silu", "plain"])
 @pytest.mark.parametrize("experts,m_pad", [(8, 512), (32, 256), (3, 64)])
 def test_masked_decode_sized_counts(experts, m_pad, silu):
     """A few valid rows per expert (decode-sized MoE), and none at all. Launched without PDL, the blocks
-    past the last task exit right after reading the counts (the FINAL_COUNTS kernel), so almost every
+    past the last task exit right after reading the counts (masked_no_pdl_kernel), so almost every
     block of these grids does: the same bytes as with PDL and as the CPU op, and nothing written outside
     the valid rows (run_v2's poisoned outputs)."""
     h = 1024
@@ -363,7 +391,8 @@ def test_pdl_chain_matches_no_pdl():
 
 
 def test_large_tensor_64bit_offsets():
-    """More than 2^31 elements: offsets beyond int32 must be right (checked at the far end)."""
+    """More than 2^31 elements: offsets beyond int32 must be right (checked at the far end), with and
+    without PDL (the general and the no-PDL dense kernel)."""
     m, h = (2**31 + 2**20) // 8192 + 1, 8192
     free, _ = torch.cuda.mem_get_info()
     if free < 12 * 2**30:
@@ -380,6 +409,11 @@ def test_large_tensor_64bit_offsets():
     assert torch.equal(q[-tail_rows:].cpu().view(torch.uint8), qt.view(torch.uint8))
     assert torch.equal(s[-tail_rows:].cpu(), st)
     assert bool((q[:1000].view(torch.uint8) == q[0, 0].view(torch.uint8)).all())
+    del q, s
+    q, s = sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=True, scale_tma_aligned=True,
+                                               scale_ue8m0=True, enable_pdl=False)  # dense_no_pdl_kernel
+    assert torch.equal(q[-tail_rows:].cpu().view(torch.uint8), qt.view(torch.uint8))
+    assert torch.equal(s[-tail_rows:].cpu(), st)
     del x, q, s
     torch.cuda.empty_cache()
 

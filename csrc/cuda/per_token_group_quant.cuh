@@ -326,18 +326,40 @@ __device__ __forceinline__ Task<T> locate_task(const QuantParams& p, int outer, 
 // is never dereferenced (an invalid task reads and writes nothing).
 // Packed UE8M0 scales (kTaskColumnLog2 = 2): a task column is the four groups of a scale word, the low
 // two bits of the task its group in the column; a row's last column may hold padding groups (invalid).
+// The row index and group of dense task `task` in the launch's task order (KernelArgs::rows_first_log2,
+// kTaskColumnLog2); `valid` becomes false for padding tasks. `order` gives the launch's rows_first_log2(),
+// columns() (the divisor by a row's task columns), groups_per_row() and num_rows(): KernelArgsOrder or
+// DenseHead (read where used, as the kernels were measured).
+struct RowGroup {
+  int row_index, g;
+};
+template <ScaleKind SK, bool SILU, typename Order>
+__device__ __forceinline__ RowGroup dense_row_group(const Order& order, int task, bool& valid) {
+  constexpr int c = kTaskColumnLog2<SK, SILU, false>;
+  const int k = order.rows_first_log2();
+  const int column_task = task >> c;   // the task's (row, column)
+  const int unit = column_task >> k;   // (block of 2^k rows, column)
+  const int row_block = order.columns().div(unit);
+  const int columns = (order.groups_per_row() + (1 << c) - 1) >> c;
+  const int g = ((unit - row_block * columns) << c) + (task & ((1 << c) - 1));
+  const int row_index = (row_block << k) + (column_task & ((1 << k) - 1));
+  valid = valid && row_index < order.num_rows() && (c == 0 || g < order.groups_per_row());
+  return {row_index, g};
+}
+
+struct KernelArgsOrder {
+  const KernelArgs& args;
+  __device__ __forceinline__ int rows_first_log2() const { return args.rows_first_log2; }
+  __device__ __forceinline__ const FastDivmod& columns() const { return args.task_columns; }
+  __device__ __forceinline__ int groups_per_row() const { return args.p.groups_per_row; }
+  __device__ __forceinline__ int num_rows() const { return args.num_rows; }
+};
+
 template <typename T, int GS, ScaleKind SK, bool SILU, bool kSplitOuter>
 __device__ __forceinline__ Task<T> locate_dense_task_split(const KernelArgs& args, int task, bool& valid) {
   const QuantParams& p = args.p;
-  constexpr int c = kTaskColumnLog2<SK, SILU, false>;
-  const int k = args.rows_first_log2;
-  const int column_task = task >> c;   // the task's (row, column)
-  const int unit = column_task >> k;   // (block of 2^k rows, column)
-  const int row_block = args.task_columns.div(unit);
-  const int columns = (p.groups_per_row + (1 << c) - 1) >> c;
-  const int g = ((unit - row_block * columns) << c) + (task & ((1 << c) - 1));
-  const int row_index = (row_block << k) + (column_task & ((1 << k) - 1));
-  valid = valid && row_index < args.num_rows && (c == 0 || g < p.groups_per_row);
+  const RowGroup rg = dense_row_group<SK, SILU>(KernelArgsOrder{args}, task, valid);
+  const int row_index = rg.row_index, g = rg.g;
   const int outer = kSplitOuter ? args.rows_per_outer.div(row_index) : 0;
   const int row = row_index - outer * static_cast<int>(p.rows_per_outer);
   Task<T> t;  // locate_task's addresses; the codes' row is row_index itself
@@ -423,13 +445,10 @@ __device__ __forceinline__ int warp_exclusive_prefix(int count, int num_experts)
 // warp_exclusive_prefix): the largest expert e with exclusive[e] <= row_index, which is the number
 // of experts with exclusive[e] <= row_index, minus one (the starts do not decrease): one ballot per
 // distinct row among the warp's tasks. All 32 lanes must call it (shuffles, ballots).
-template <typename T, int GS>
-__device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& args, int exclusive, int task) {
-  const QuantParams& p = args.p;
-  const int row_index = args.task_columns.div(task);
-  const int g = task - row_index * p.groups_per_row;
+// The expert (outer index) of valid row `row_index`; it starts at that lane's `exclusive`.
+__device__ __forceinline__ int masked_expert_of_row(int exclusive, int64_t num_experts, int row_index) {
   const int lane = threadIdx.x & 31;
-  const bool is_expert = lane < p.num_outer;
+  const bool is_expert = lane < num_experts;
   int expert = 0;
   for (unsigned pending = 0xffffffffu; pending != 0;) {  // one round per distinct row in the warp (usually one)
     const int r = __shfl_sync(0xffffffffu, row_index, __ffs(pending) - 1);
@@ -437,6 +456,15 @@ __device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& 
     if (row_index == r) expert = __popc(starts_at_or_before) - 1;
     pending &= ~__ballot_sync(0xffffffffu, row_index == r);
   }
+  return expert;
+}
+
+template <typename T, int GS>
+__device__ __forceinline__ Task<T> locate_masked_task_in_warp(const KernelArgs& args, int exclusive, int task) {
+  const QuantParams& p = args.p;
+  const int row_index = args.task_columns.div(task);
+  const int g = task - row_index * p.groups_per_row;
+  const int expert = masked_expert_of_row(exclusive, p.num_outer, row_index);
   return locate_task<T, GS>(p, expert, row_index - __shfl_sync(0xffffffffu, exclusive, expert), g);
 }
 
@@ -448,17 +476,17 @@ struct TaskInput {
   uint4 v[SILU ? 4 : 2];
 };
 
+// hidden: H, the offset of the up half with fused SiLU.
 template <typename T, int GS, bool SILU>
-__device__ __forceinline__ TaskInput<SILU> load_task_input(const QuantParams& p, const Task<T>& t, int lane,
-                                                           bool valid) {
+__device__ __forceinline__ TaskInput<SILU> load_task_input(int hidden, const Task<T>& t, int lane, bool valid) {
   TaskInput<SILU> in = {};  // zeros for an invalid task (never used; left undefined, ptxas spilled)
   if (!valid) return in;
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
   in.v[0] = load_input_vec(t.src + chunk0);
   in.v[1] = load_input_vec(t.src + chunk1);
   if constexpr (SILU) {
-    in.v[2] = load_input_vec(t.src + p.hidden + chunk0);
-    in.v[3] = load_input_vec(t.src + p.hidden + chunk1);
+    in.v[2] = load_input_vec(t.src + hidden + chunk0);
+    in.v[3] = load_input_vec(t.src + hidden + chunk1);
   }
   return in;
 }
@@ -551,7 +579,7 @@ __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T
 
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __device__ __forceinline__ void load_and_quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid) {
-  quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, load_task_input<T, GS, SILU>(p, t, lane, valid));
+  quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, load_task_input<T, GS, SILU>(p.hidden, t, lane, valid));
 }
 
 // Registers: plain quantization at most 32 (full occupancy, best for the memory-bound large calls;
@@ -561,14 +589,13 @@ __device__ __forceinline__ void load_and_quantize_task(const QuantParams& p, con
 // benchmark/NOTES.md v8b).
 // Dense and masked layouts are separate kernels (MASKED): each gets its own register allocation, so
 // the masked layout's bookkeeping never costs the dense kernel registers or occupancy.
-// FINAL_COUNTS (masked only): the launch is not programmatic (no PDL), so the counts a warp reads
-// first are final and blocks past the last task exit right after reading them (see below).
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED, bool FINAL_COUNTS = false>
+// Launches without PDL of one row index (dense) or at most 32 experts (masked) run the no-PDL kernels
+// below instead (dense_no_pdl_kernel, masked_no_pdl_kernel).
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_group_quant_kernel(const KernelArgs args) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   static_assert(kThreadsPerGroup >= 1 && kThreadsPerGroup <= 32 && (kThreadsPerGroup & (kThreadsPerGroup - 1)) == 0,
                 "group size must be 16 * a power of two, at most 512");
-  static_assert(MASKED || !FINAL_COUNTS, "only masked launches read counts");
   const QuantParams& p = args.p;
   const int sub = threadIdx.x / kThreadsPerGroup;
   const int lane = threadIdx.x % kThreadsPerGroup;
@@ -591,7 +618,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
     pdl_wait_for_producer_after(t);  // the input may come from the previous kernel
     pdl_allow_dependents();   // let the next kernel launch now; it waits for our completion itself
-    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
+    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid);
     SGLQ_PROBE_PHASE(2, __int_as_float(static_cast<int>(in.v[0].x)));
     // The only task: dense grids have a block per groups_per_block tasks (no grid-stride loop). With
     // the loop's code after it, the same one-round calls took longer in both launch modes (probe,
@@ -608,7 +635,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // locates its first task before the PDL wait, like the dense path; after the wait it reads them
     // again while that task's input loads are in flight, and starts over only if they changed (the
     // previous kernel wrote them). The early read bypasses L1, so that the later one cannot find a
-    // stale line there (warp_masked_count). Without PDL the early read is final: no second one.
+    // stale line there (warp_masked_count). (Launches without PDL: masked_no_pdl_kernel.)
     // (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 -> 10.66; the check after the wait is
     // not on the path to the first input loads.)
     // PDL, a grid of whole rounds of resident blocks (args.trigger_at_start): the next kernel may launch
@@ -620,30 +647,22 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // 3.75; benchmark/NOTES.md session 18). Not where free places remain (smaller grids, dense ones):
     // there a chain of such kernels all launch at once and crowd the SMs (dense M=64 H=7168 with the
     // trigger at the start: 1.02 -> 1.87).
-    // FINAL_COUNTS (launched without PDL): args.pdl and the trigger are known at compile time, so the
-    // only parameter line read before the counts' load is the counts' own. Read from args, the line of
-    // `pdl` and `trigger_at_start` came first and the load waited for its miss (probe, H200, no PDL,
-    // µs: 8 x 512 4.70 -> 4.64, 32 x 256 11.17 -> 11.08, decode-sized 8 x 512 2.38 -> 2.33; session 28).
-    if constexpr (!FINAL_COUNTS) pdl_allow_dependents_if(args.trigger_at_start);
+    // Launches without PDL run masked_no_pdl_kernel, so args.pdl is 1 here (kept a runtime test: the
+    // kernel's code as measured).
+    pdl_allow_dependents_if(args.trigger_at_start);
     const int num_experts = static_cast<int>(p.num_outer);
-    // (`!FINAL_COUNTS && args.pdl` is written out at both uses: held in one variable, ptxas scheduled
-    // the PDL kernel differently.)
-    int guess = !FINAL_COUNTS && args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
+    int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
     int num_tasks = warp_sum(guess) * p.groups_per_row;
     if (first >= num_tasks) {
       // A block without a task by the first read exits before the prefix and the lookup. Decode-sized
       // MoE calls (a few rows per expert) launch mostly such blocks, whose instructions otherwise take
       // the issue slots of the SMs that hold the working ones (probe, H200, no PDL, µs: 8 x 512 with 22
       // valid rows 2.72 -> 2.39, 32 x 256 with 117 rows 2.81 -> 2.53; benchmark/NOTES.md session 17).
-      // Without PDL (FINAL_COUNTS, a kernel of its own) the counts it read are final. With PDL they are
-      // final after the wait: it exits if they are what it read, else it goes on with them.
-      bool same = true;
-      if constexpr (!FINAL_COUNTS) {
-        pdl_wait_for_producer();
-        const int count = warp_masked_count<false>(p);
-        same = __all_sync(0xffffffffu, count == guess);
-        guess = count;
-      }
+      // The counts are final after the wait: it exits if they are what it read, else it goes on with them.
+      pdl_wait_for_producer();
+      const int count = warp_masked_count<false>(p);
+      const bool same = __all_sync(0xffffffffu, count == guess);
+      guess = count;
       if (same) {
         SGLQ_PROBE_BLOCK(1);
         return;
@@ -653,18 +672,16 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     int exclusive = warp_exclusive_prefix(guess, num_experts);
     bool valid = first + sub < num_tasks;
     Task<T> t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
-    if constexpr (!FINAL_COUNTS) {
-      pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
-      pdl_allow_dependents_if(!args.trigger_at_start);
-    }
-    TaskInput<SILU> in = load_task_input<T, GS, SILU>(p, t, lane, valid);
-    const int count = !FINAL_COUNTS && args.pdl ? warp_masked_count<false>(p) : guess;
+    pdl_wait_for_producer();  // the input and the counts may come from the previous kernel
+    pdl_allow_dependents_if(!args.trigger_at_start);
+    TaskInput<SILU> in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid);
+    const int count = args.pdl ? warp_masked_count<false>(p) : guess;
     if (!__all_sync(0xffffffffu, count == guess)) {  // rare: redo the first task's lookup and loads
       num_tasks = warp_sum(count) * p.groups_per_row;
       exclusive = warp_exclusive_prefix(count, num_experts);
       valid = first + sub < num_tasks;
       t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : 0);
-      in = load_task_input<T, GS, SILU>(p, t, lane, valid);
+      in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid);
     }
     if (first >= num_tasks) {  // no task for this block (the counts are the same in all its warps now)
       SGLQ_PROBE_BLOCK(1);
@@ -691,6 +708,169 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
       load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches without PDL: dense calls of one row index (the usual 2-D input), masked calls of at most 32
+// experts (MoE layers' usual case). Their latency is one chain before the first input load: the
+// first task's index math (masked: after the counts' load, the warp's prefix and lookup) and its
+// address. A kernel's first read of a 64-byte constant line waits for that line (a miss per SM and
+// launch), and KernelArgs spread what the chain reads over the lines 0x200, 0x240 and 0x280 (and
+// blockDim the driver's line 0x0), read one after the other. A head holds all of it in the parameters'
+// first line (at most 48 bytes at 0x210, beside the driver's word at 0x208), the block's size
+// included; the outputs, scale strides and (masked) the grid-stride loop read `args` once the first
+// loads are in flight. These kernels carry no PDL instructions: the counts they read are final.
+// Probe A/B, H200, no PDL, µs (session 29, benchmark/NOTES.md; dense here, masked below): M=64
+// H=7168 1.665 -> 1.574, M=256 H=7168 2.338 -> 2.123, M=1024 H=4096 3.088 -> 2.861, M=4096 H=4096
+// 12.718 -> 12.540, packed M=4096 12.639 -> 12.442, dense SiLU over 1490 rows 4.370 -> 3.880.
+// (The PDL instructions alone are not it: compiled out of the PDL kernels, M=1024 H=4096 3.096 ->
+// 3.003, SiLU 1490 4.377 -> 4.172.)
+template <typename Head>
+struct NoPdlArgs {
+  Head head;
+  KernelArgs args;  // the same call
+};
+
+// (The order's accessors of dense_row_group, as KernelArgsOrder's.)
+struct DenseHead {
+  const void* input;
+  int64_t in_row_stride;  // elements
+  int32_t num_tasks, rows, groups;
+  uint32_t column_multiplier;  // task -> task column: FastDivmod(task columns), its shift in `shape`
+  uint32_t shape;              // the division's shift (bits 0-7), rows_first_log2 (8-15), groups per block (16-31)
+
+  __device__ __forceinline__ int num_rows() const { return rows; }
+  __device__ __forceinline__ int groups_per_row() const { return groups; }
+  __device__ __forceinline__ FastDivmod columns() const {
+    FastDivmod d;
+    d.multiplier = column_multiplier;
+    d.shift = shape & 0xffu;
+    return d;
+  }
+  __device__ __forceinline__ int rows_first_log2() const { return static_cast<int>((shape >> 8) & 0xffu); }
+  __device__ __forceinline__ int groups_per_block() const { return static_cast<int>(shape >> 16); }
+};
+static_assert(sizeof(DenseHead) <= 48, "one 64-byte constant line with the driver's word at 0x208");
+
+struct MaskedHead {
+  const int32_t* masked_m;
+  const void* input;
+  int64_t in_outer_stride, in_row_stride;  // elements
+  int32_t rows_per_outer;                  // the counts' upper clamp
+  int32_t groups_per_row;
+  uint32_t row_multiplier;  // task -> valid row index: FastDivmod(groups per row), its shift in `shape`
+  uint32_t shape;           // experts (bits 0-7), the division's shift (8-15), groups per block (16-31)
+
+  __device__ __forceinline__ int experts() const { return static_cast<int>(shape & 0xffu); }
+  __device__ __forceinline__ int groups_per_block() const { return static_cast<int>(shape >> 16); }
+  __device__ __forceinline__ int row_of(int task) const {
+    const uint32_t n = static_cast<uint32_t>(task);
+    return static_cast<int>((__umulhi(n, row_multiplier) + n) >> ((shape >> 8) & 0xffu));
+  }
+};
+static_assert(sizeof(MaskedHead) == 48, "one 64-byte constant line with the driver's word at 0x208");
+
+// The heads of a call (KernelArgs as the launcher made them) in blocks of groups_per_block tasks.
+inline NoPdlArgs<DenseHead> dense_no_pdl_args(const KernelArgs& args, int groups_per_block) {
+  NoPdlArgs<DenseHead> a = {};
+  a.head.input = args.p.input;
+  a.head.in_row_stride = args.p.in_row_stride;
+  a.head.num_tasks = args.num_tasks;
+  a.head.rows = args.num_rows;
+  a.head.groups = args.p.groups_per_row;
+  a.head.column_multiplier = args.task_columns.multiplier;
+  a.head.shape = args.task_columns.shift | static_cast<uint32_t>(args.rows_first_log2) << 8 |
+                 static_cast<uint32_t>(groups_per_block) << 16;
+  a.args = args;
+  return a;
+}
+
+inline NoPdlArgs<MaskedHead> masked_no_pdl_args(const KernelArgs& args, int groups_per_block) {
+  const QuantParams& p = args.p;
+  NoPdlArgs<MaskedHead> a = {};
+  a.head.masked_m = p.masked_m;
+  a.head.input = p.input;
+  a.head.in_outer_stride = p.in_outer_stride;
+  a.head.in_row_stride = p.in_row_stride;
+  a.head.rows_per_outer = static_cast<int32_t>(p.rows_per_outer);
+  a.head.groups_per_row = p.groups_per_row;
+  a.head.row_multiplier = args.task_columns.multiplier;
+  a.head.shape = static_cast<uint32_t>(p.num_outer) | args.task_columns.shift << 8 |
+                 static_cast<uint32_t>(groups_per_block) << 16;
+  a.args = args;
+  return a;
+}
+
+// Dense, one row index (num_outer == 1): per_token_group_quant_kernel's dense path with the first
+// task located from the head.
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+__global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_kernel(const NoPdlArgs<DenseHead> a) {
+  constexpr int kThreadsPerGroup = GS / kElemsPerThread;
+  const DenseHead& h = a.head;
+  const int sub = threadIdx.x / kThreadsPerGroup;
+  const int lane = threadIdx.x % kThreadsPerGroup;
+  SGLQ_PROBE_BLOCK(0);
+  // 32-bit: the tasks end below num_tasks + groups_per_block < 2^32.
+  const uint32_t task = blockIdx.x * static_cast<uint32_t>(h.groups_per_block()) + sub;
+  bool valid = task < static_cast<uint32_t>(h.num_tasks);
+  const RowGroup rg = dense_row_group<SK, SILU>(h, static_cast<int>(task), valid);
+  const int row_index = rg.row_index, g = rg.g;
+  Task<T> t;
+  t.src = static_cast<const T*>(h.input) + row_index * h.in_row_stride + g * GS;
+  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups * GS, t, lane, valid);
+  const QuantParams& p = a.args.p;
+  t.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row_index) * p.hidden + g * GS;
+  t.s_row = row_index * p.s_row_stride;
+  t.g = g;
+  quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
+  SGLQ_PROBE_BLOCK(1);
+}
+
+// Masked, at most 32 experts: per_token_group_quant_kernel's warp-scan path with the counts read
+// once (they are final) and the first task located from the head. Probe A/B, H200, no PDL, µs
+// (session 29): 8 x 512 4.646 -> 4.604, 32 x 256 11.13 -> 10.98, 256 x 128 48.49 -> 48.33.
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+__global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_kernel(const NoPdlArgs<MaskedHead> a) {
+  constexpr int kThreadsPerGroup = GS / kElemsPerThread;
+  const MaskedHead& h = a.head;
+  const int sub = threadIdx.x / kThreadsPerGroup;
+  const int lane = threadIdx.x % kThreadsPerGroup;
+  const int groups_per_block = h.groups_per_block();
+  int64_t first = static_cast<int64_t>(blockIdx.x) * groups_per_block;
+  SGLQ_PROBE_BLOCK(0);
+  // The first task's row index and group do not depend on the counts (a task past the end gets a row
+  // that is never read), so they are computed while the counts load.
+  const int task = static_cast<int>(first) + sub;
+  const int row_index = h.row_of(task);
+  const int g = task - row_index * h.groups_per_row;
+  // Every warp reads the counts (lane e expert e's, clamped), sums them (a block without a task exits
+  // before the lookup: decode-sized calls launch mostly such blocks, see per_token_group_quant_kernel)
+  // and prefix-sums them with shuffles.
+  const int num_experts = h.experts();
+  const int warp_lane = threadIdx.x & 31;
+  const int count = warp_lane < num_experts ? min(max(h.masked_m[warp_lane], 0), h.rows_per_outer) : 0;
+  const int num_tasks = warp_sum(count) * h.groups_per_row;
+  const int exclusive = warp_exclusive_prefix(count, num_experts);
+  if (first >= num_tasks) {
+    SGLQ_PROBE_BLOCK(1);
+    return;
+  }
+  bool valid = task < num_tasks;
+  const int expert = masked_expert_of_row(exclusive, num_experts, row_index);
+  const int row = row_index - __shfl_sync(0xffffffffu, exclusive, expert);
+  Task<T> t;
+  t.src = static_cast<const T*>(h.input) + expert * h.in_outer_stride + row * h.in_row_stride + g * GS;
+  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, valid);
+  const KernelArgs& args = a.args;
+  const QuantParams& p = args.p;
+  quantize_task<T, R, GS, SK, SILU>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * groups_per_block;
+  for (first += grid_stride; first < num_tasks; first += grid_stride) {
+    valid = first + sub < num_tasks;
+    t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : num_tasks - 1);
+    load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
+  }
+  SGLQ_PROBE_BLOCK(1);
 }
 
 // Small dense calls (small_call_fits: at most kSmallCallMaxRows rows, one row index, 32-bit strides,
@@ -913,7 +1093,8 @@ cudaError_t launch_small_call(const QuantParams& p, const LaunchOptions& request
 
 // Launch shape and arguments of one call of `kernel` (a per_token_group_quant_kernel variant of group
 // size GS, scale kind SK, fused SiLU or not, layout MASKED), with the options it can use.
-template <auto kernel, int GS, ScaleKind SK, bool SILU, bool MASKED>
+// kNoPdl: `kernel` is dense_no_pdl_kernel or masked_no_pdl_kernel (NoPdlArgs).
+template <auto kernel, int GS, ScaleKind SK, bool SILU, bool MASKED, bool kNoPdl = false>
 cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
   // Rows-first task order (KernelArgs) for dense column-major scales, in units of up to 32 rows, so
@@ -982,11 +1163,17 @@ cudaError_t launch_quant_kernel(const QuantParams& p, const LaunchOptions& opt) 
   args.rows_first_log2 = rows_first_log2;
   args.pdl = opt.pdl ? 1 : 0;
   args.trigger_at_start = MASKED && full_rounds && p.num_outer <= kWarpScanMaxExperts ? 1 : 0;
-  return launch_kernel(kernel, grid, threads, smem, opt, args);
+  if constexpr (kNoPdl && MASKED) {
+    return launch_kernel(kernel, grid, threads, smem, opt, masked_no_pdl_args(args, groups_per_block));
+  } else if constexpr (kNoPdl) {
+    return launch_kernel(kernel, grid, threads, smem, opt, dense_no_pdl_args(args, groups_per_block));
+  } else {
+    return launch_kernel(kernel, grid, threads, smem, opt, args);
+  }
 }
 
 // Launches one kernel variant; MASKED must say whether p.masked_m is set. Returns the CUDA error of
-// the launch (cudaSuccess when fine). Masked calls without PDL run the FINAL_COUNTS kernel.
+// the launch (cudaSuccess when fine). Launches without PDL run the no-PDL kernels where they apply.
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool MASKED>
 cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptions& requested) {
   if (MASKED != (p.masked_m != nullptr)) return cudaErrorInvalidValue;
@@ -998,8 +1185,13 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   if constexpr (MASKED) {
-    constexpr auto final_counts_kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, true, true>;
-    if (!opt.pdl) return launch_quant_kernel<final_counts_kernel, GS, SK, SILU, true>(folded, opt);
+    if (!opt.pdl && p.num_outer <= kWarpScanMaxExperts) {
+      return launch_quant_kernel<masked_no_pdl_kernel<T, R, GS, SK, SILU>, GS, SK, SILU, true, true>(folded, opt);
+    }
+  } else {
+    if (!opt.pdl && folded.num_outer == 1) {
+      return launch_quant_kernel<dense_no_pdl_kernel<T, R, GS, SK, SILU>, GS, SK, SILU, false, true>(folded, opt);
+    }
   }
   return launch_quant_kernel<kernel, GS, SK, SILU, MASKED>(folded, opt);
 }

@@ -12,9 +12,9 @@ PDL: a kernel launched with programmatic dependent launch runs while its produce
 every 128-bit load (input, weight) must come after `griddepcontrol.wait` (SASS ACQBULK) on every path,
 and no load may use the read-only path (ld.global.nc, SASS LDG...CONSTANT), which ptxas is free to move
 above the wait (it did so once: benchmark/NOTES.md session 18). A race there would show as wrong bytes
-only now and then on a GPU; the SASS shows it always. The masked FINAL_COUNTS kernels are launched
-only without PDL (their producer has finished), so they have no wait (session 28: their path reads no
-PDL state at all); for them only the read-only-path rule applies. Needs cuobjdump (the CUDA toolkit's,
+only now and then on a GPU; the SASS shows it always. The no-PDL kernels (dense_no_pdl_kernel,
+masked_no_pdl_kernel) are launched only without PDL (their producer has finished), so they have no
+wait; for them only the read-only-path rule applies. Needs cuobjdump (the CUDA toolkit's,
 or the copy that ships with Triton).
 
     python scripts/ci/check_kernel_resources.py [--arch 90a --arch 100a]
@@ -37,8 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
-# kernels per instantiation file: v2 dense, v2 masked (with and without PDL: FINAL_COUNTS), RMSNorm
-KERNELS_PER_FILE = {"dense": 24, "masked": 48, "rmsnorm": 48}
+# kernels per instantiation file: v2 dense, v2 masked, RMSNorm
+KERNELS_PER_FILE = {"dense": 24, "masked": 24, "rmsnorm": 48}
+# and in each v2 file the kernels for launches without PDL (dense_no_pdl_kernel, masked_no_pdl_kernel)
+NO_PDL_KERNELS_PER_FILE = 24
 # and in each dense file the small-call kernels: {bf16, fp16} x {fp8, int8} x 3 scale kinds (plain bound)
 SMALL_CALL_KERNELS_PER_FILE = 12
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
@@ -163,8 +165,8 @@ def main(argv=None):
         layout = re.search(r"_(dense|masked|rmsnorm)\.cu$", source.name).group(1)
         family = "rmsnorm_quant_kernel" if layout == "rmsnorm" else "per_token_group_quant_kernel"
         kernels = [r for r in rows if family in r[0]]
-        # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file, and for the
-        # masked layout each of them also as the no-PDL FINAL_COUNTS kernel;
+        # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file, each of them
+        # also as the layout's no-PDL kernel;
         # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {1 chunk per thread, 1 prefetching, 2}
         expected = KERNELS_PER_FILE[layout]
         if len(kernels) != expected:
@@ -175,8 +177,14 @@ def main(argv=None):
                 errors.append(f"{source.name} sm_{arch}: {len(small)} small-call kernels in the ptxas report, "
                               f"expected {SMALL_CALL_KERNELS_PER_FILE}")
             kernels += small
+        if layout != "rmsnorm":
+            no_pdl_kernels = [r for r in rows if f"{layout}_no_pdl_kernel" in r[0]]
+            if len(no_pdl_kernels) != NO_PDL_KERNELS_PER_FILE:
+                errors.append(f"{source.name} sm_{arch}: {len(no_pdl_kernels)} no-PDL kernels in the ptxas report, "
+                              f"expected {NO_PDL_KERNELS_PER_FILE}")
+            kernels += no_pdl_kernels
         for name, regs, spills in kernels:
-            no_pdl = False  # a FINAL_COUNTS kernel (launched only without PDL)
+            no_pdl = "_no_pdl_kernel" in name  # launched only without PDL
             if "small_call_quant_kernel" in name:
                 key, bound = (arch, "plain small-call", "dense"), MAX_REGISTERS[False]
             elif family == "rmsnorm_quant_kernel":
@@ -185,9 +193,13 @@ def main(argv=None):
                 kind = (f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
                         f"{' clustered' if clustered else ''}")
                 key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
+            elif no_pdl:
+                silu = re.search(r"ELb([01])EEEvNS_9NoPdlArgs", name).group(1) == "1"  # template argument SILU
+                masked = "masked_no_pdl_kernel" in name
+                key, bound = (arch, "fused SiLU" if silu else "plain", "masked" if masked else "dense"), MAX_REGISTERS[silu]
             else:
-                flags = re.search(r"ELb([01])ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED, FINAL_COUNTS
-                silu, masked, no_pdl = flags.group(1) == "1", flags.group(2) == "1", flags.group(3) == "1"
+                flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
+                silu, masked = flags.group(1) == "1", flags.group(2) == "1"
                 key, bound = (arch, "fused SiLU" if silu else "plain", "masked" if masked else "dense"), MAX_REGISTERS[silu]
             worst[key] = (max(worst.get(key, (0, 0))[0], regs), bound)
             if spills:
@@ -202,7 +214,7 @@ def main(argv=None):
             pdl_checked += name in sass
             if name not in sass:
                 errors.append(f"{source.name} sm_{arch} {name}: not in the cubin's SASS")
-            for address, text in [] if no_pdl else early[:2]:  # FINAL_COUNTS kernels have no wait to come after
+            for address, text in [] if no_pdl else early[:2]:  # no-PDL kernels have no wait to come after
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} can run before the PDL wait")
             for address, text in read_only[:2]:
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
@@ -210,10 +222,10 @@ def main(argv=None):
         print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
                   f": {len(sources)} files x {len(archs)} archs, "
-                  f"{KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} (v2 dense, small-call), "
-                  f"{KERNELS_PER_FILE['masked']} (v2 masked) or {KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, "
-                  f"no spills; {pdl_checked} kernels' SASS: every 128-bit load after the PDL wait (but in the no-PDL "
-                  f"FINAL_COUNTS kernels), no .nc loads")
+                  f"{KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} + {NO_PDL_KERNELS_PER_FILE} (v2 dense, "
+                  f"small-call, no-PDL), {KERNELS_PER_FILE['masked']} + {NO_PDL_KERNELS_PER_FILE} (v2 masked, no-PDL) or "
+                  f"{KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, no spills; {pdl_checked} kernels' SASS: every "
+                  f"128-bit load after the PDL wait (but in the no-PDL kernels), no .nc loads")
 
 
 if __name__ == "__main__":

@@ -38,14 +38,14 @@ def fused_same_on_cuda_and_cpu(rows, h, seed, **kw):
 def main():
     failures = 0
     launches = 0
-    # 37 rows: the general dense kernel; 5 rows (plain): the small-call kernel
-    for gs, dtype, fn, (col, tma, ue8m0), silu, rows in itertools.product(
+    # 37 rows: the general dense kernel (with PDL) or the no-PDL one; 5 rows (plain): the small-call kernel
+    for gs, dtype, fn, (col, tma, ue8m0), silu, rows, pdl in itertools.product(
             (16, 32, 64, 128, 256), (torch.bfloat16, torch.float16),
             (sgl_quant.per_token_group_quant_fp8, sgl_quant.per_token_group_quant_int8), LAYOUTS, (False, True),
-            (37, 5)):
+            (37, 5), (True, False)):
         x = make_input((rows, (2 if silu else 1) * 7 * gs), dtype, seed=gs)
         kw = dict(column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0, fuse_silu_and_mul=silu)
-        qg, sg = fn(x.cuda(), gs, **kw)
+        qg, sg = fn(x.cuda(), gs, enable_pdl=pdl, **kw)
         launches += 1
         if ue8m0 and not silu:  # exact path: compare with the CPU op
             qc, sc = fn(x, gs, **kw)

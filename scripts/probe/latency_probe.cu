@@ -85,7 +85,11 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 4) lean_kernel(const KernelA
   SGLQ_PROBE_PHASE(1, __int_as_float(static_cast<int>(reinterpret_cast<uintptr_t>(t.src))));
   pdl_wait_for_producer();
   pdl_allow_dependents();
-  const TaskInput<false> in = load_task_input<T, GS, false>(p, t, lane, valid);
+  TaskInput<false> in = {};  // (the loads of load_task_input, written out: its signature differs between versions)
+  if (valid) {
+    in.v[0] = load_input_vec(t.src + lane * 8);
+    in.v[1] = load_input_vec(t.src + GS / 2 + lane * 8);
+  }
   SGLQ_PROBE_PHASE(2, __int_as_float(static_cast<int>(in.v[0].x)));
   quantize_task<T, Fp8Range, GS, ScaleKind::kFloat, false>(p, t, lane, valid, in);
   SGLQ_PROBE_PHASE(3, 0.0f);
