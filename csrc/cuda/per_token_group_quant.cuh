@@ -828,7 +828,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
 
 // Masked, at most 32 experts: per_token_group_quant_kernel's warp-scan path with the counts read
 // once (they are final) and the first task located from the head. Probe A/B, H200, no PDL, µs
-// (session 29): 8 x 512 4.646 -> 4.604, 32 x 256 11.13 -> 10.98, 256 x 128 48.49 -> 48.33.
+// (session 29): 8 x 512 4.646 -> 4.604, 32 x 256 11.13 -> 10.98, within the spread of the passes
+// (±0.1, ±0.2): the counts' load and the warp's prefix and lookup stand before the first load anyway.
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_kernel(const NoPdlArgs<MaskedHead> a) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
