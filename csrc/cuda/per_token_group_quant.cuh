@@ -13,6 +13,9 @@
 // kTaskColumnLog2). Masked calls: blocks walk the task
 // list with a grid-stride loop over a grid sized to the machine. Dense calls of at most 8 rows (no
 // fused SiLU) run small_call_quant_kernel instead: GS/8 threads of 8 values per group, compact parameters.
+// Launches without PDL of one row index (dense) or of at most 32 experts (masked) run the same work in
+// kernels that find their first task's arguments in the parameters' first constant line
+// (dense_no_pdl_kernel, masked_no_pdl_kernel).
 // Masked (MoE) layout, a kernel of its own: only valid rows become tasks, so the work is spread
 // evenly whatever the counts and padded rows cost nothing. The prefix sum of the clamped per-expert
 // counts is computed on the device by every warp with shuffles (<= 32 experts; from a read of the
