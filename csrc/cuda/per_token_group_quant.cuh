@@ -127,6 +127,13 @@ struct FastDivmod {
   __device__ __forceinline__ int div(int n) const {
     return static_cast<int>((__umulhi(static_cast<uint32_t>(n), multiplier) + static_cast<uint32_t>(n)) >> shift);
   }
+  // The divisor of a magic number and shift held elsewhere (the no-PDL kernels' packed heads).
+  static __device__ __forceinline__ FastDivmod of(uint32_t multiplier, uint32_t shift) {
+    FastDivmod d;
+    d.multiplier = multiplier;
+    d.shift = shift;
+    return d;
+  }
 };
 
 // Dense launches with packed UE8M0 scales (without fused SiLU) take a row's tasks by columns of four
@@ -744,12 +751,7 @@ struct DenseHead {
 
   __device__ __forceinline__ int num_rows() const { return rows; }
   __device__ __forceinline__ int groups_per_row() const { return groups; }
-  __device__ __forceinline__ FastDivmod columns() const {
-    FastDivmod d;
-    d.multiplier = column_multiplier;
-    d.shift = shape & 0xffu;
-    return d;
-  }
+  __device__ __forceinline__ FastDivmod columns() const { return FastDivmod::of(column_multiplier, shape & 0xffu); }
   __device__ __forceinline__ int rows_first_log2() const { return static_cast<int>((shape >> 8) & 0xffu); }
   __device__ __forceinline__ int groups_per_block() const { return static_cast<int>(shape >> 16); }
 };
@@ -767,8 +769,7 @@ struct MaskedHead {
   __device__ __forceinline__ int experts() const { return static_cast<int>(shape & 0xffu); }
   __device__ __forceinline__ int groups_per_block() const { return static_cast<int>(shape >> 16); }
   __device__ __forceinline__ int row_of(int task) const {
-    const uint32_t n = static_cast<uint32_t>(task);
-    return static_cast<int>((__umulhi(n, row_multiplier) + n) >> ((shape >> 8) & 0xffu));
+    return FastDivmod::of(row_multiplier, (shape >> 8) & 0xffu).div(task);
   }
 };
 static_assert(sizeof(MaskedHead) == 48, "one 64-byte constant line with the driver's word at 0x208");
@@ -822,10 +823,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
   t.src = static_cast<const T*>(h.input) + row_index * h.in_row_stride + g * GS;
   const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups * GS, t, lane, valid);
   const QuantParams& p = a.args.p;
-  t.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(row_index) * p.hidden + g * GS;
-  t.s_row = row_index * p.s_row_stride;
-  t.g = g;
-  quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid, in);
+  quantize_task<T, R, GS, SK, SILU>(p, locate_task<T, GS>(p, 0, row_index, g), lane, valid, in);  // (the same src)
   SGLQ_PROBE_BLOCK(1);
 }
 
