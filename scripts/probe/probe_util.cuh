@@ -88,7 +88,8 @@ inline std::vector<std::pair<double, double>> block_timeline(const std::function
 
 // Block timeline of single launches (the kernels' SGLQ_PROBE_BLOCK marks, thread 0 of every block),
 // medians over `reps` launches of `launch`: blocks, and in ns from the first block's start the last
-// block's start, the median and the longest block run, the last block's end.
+// block's start, the median and the longest block run, the last block's end. All zero for a kernel
+// without marks (small_call_quant_kernel).
 struct BlockSpans {
   double blocks, last_start, median_run, max_run, last_end;
 };
@@ -96,6 +97,7 @@ inline BlockSpans block_spans(const std::function<void()>& launch, int reps = 21
   std::vector<double> n, last_start, median_run, max_run, last_end;
   for (int rep = 0; rep < reps; ++rep) {
     const auto tl = block_timeline(launch);
+    if (tl.empty()) return {0, 0, 0, 0, 0};
     std::vector<double> runs;
     double ls = 0, le = 0;
     for (const auto& [start, end] : tl) {
