@@ -84,6 +84,17 @@ def test_masked_expert_counts_around_the_warp_scan_limit(experts):
         compare(gpu, cpu[:2], gpu[2], codes_exact=False, scales_exact=False, max_code_fraction=2e-3)
 
 
+def run_v2_without_and_with_pdl(x, group_size, out, layout, **kw):
+    """run_v2 launched without and with PDL: asserts the same codes and scales bytes, returns the
+    run without PDL."""
+    without = run_v2(x, group_size, out, layout, enable_pdl=False, **kw)
+    with_pdl = run_v2(x, group_size, out, layout, enable_pdl=True, **kw)
+    what = (tuple(x.shape), x.stride(), layout)
+    assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8)), what
+    assert torch.equal(without[1], with_pdl[1]), what
+    return without
+
+
 def counts_around_powers_of_two(experts, m_pad, seed):
     """Valid-row counts around every power of two below m_pad, with an empty and a full expert and
     counts to clamp (negative, above m_pad)."""
@@ -114,10 +125,7 @@ def test_masked_without_pdl_same_bytes_as_with_pdl(case):
     x = make_input((experts, m_pad, h * (2 if silu else 1)), torch.bfloat16, seed=m_pad + experts, device="cuda")
     counts = counts_around_powers_of_two(experts, m_pad, seed=h + experts)
     for layout in ("col_ue8m0", "col_tma", "row"):
-        without = run_v2(x, gs, FP8, layout, silu=silu, masked_m=counts.cuda(), enable_pdl=False)
-        with_pdl = run_v2(x, gs, FP8, layout, silu=silu, masked_m=counts.cuda(), enable_pdl=True)
-        assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8)), layout
-        assert torch.equal(without[1], with_pdl[1]), layout
+        without = run_v2_without_and_with_pdl(x, gs, FP8, layout, silu=silu, masked_m=counts.cuda())
         if m_pad <= 512:  # the CPU reference for the smaller cases
             cpu = run_v2(x.cpu(), gs, FP8, layout, silu=silu, masked_m=counts)
             compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
@@ -134,22 +142,16 @@ def test_dense_without_pdl_same_bytes_as_with_pdl(layout, group_size, silu):
     around the small-call limit and the rows-first units, group counts around multiples of four,
     fp8 and int8, contiguous and row-strided input, and 3-D batches (contiguous ones fold into one
     row index; sliced ones do not and run the general kernel without PDL)."""
-    def same(x, out):
-        without = run_v2(x, group_size, out, layout, silu=silu, enable_pdl=False)
-        with_pdl = run_v2(x, group_size, out, layout, silu=silu, enable_pdl=True)
-        assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8)), tuple(x.shape)
-        assert torch.equal(without[1], with_pdl[1]), tuple(x.shape)
-
     for i, (m, groups) in enumerate([(9, 5), (33, 3), (257, 6), (1028, 17)]):
         k = groups * group_size * (2 if silu else 1)
         base = make_input((m, k + group_size), torch.bfloat16, seed=60 + i, device="cuda")
         for x in (base[:, :k].contiguous(), base[:, group_size:]):  # contiguous, row-strided
             for out in (FP8, torch.int8):
-                same(x, out)
+                run_v2_without_and_with_pdl(x, group_size, out, layout, silu=silu)
     k = 3 * group_size * (2 if silu else 1)
     batch = make_input((3, 12, k), torch.bfloat16, seed=70, device="cuda")
     for x in (batch[:, :11].contiguous(), batch[:, 1:]):  # folded, and (outer, row) kept
-        same(x, FP8)
+        run_v2_without_and_with_pdl(x, group_size, FP8, layout, silu=silu)
 
 
 @pytest.mark.parametrize("silu", [True, False], ids=["silu", "plain"])
@@ -164,10 +166,7 @@ def test_masked_decode_sized_counts(experts, m_pad, silu):
     g = torch.Generator().manual_seed(m_pad)
     few = torch.randint(0, 8, (experts,), generator=g, dtype=torch.int32)
     for counts in (few, torch.zeros(experts, dtype=torch.int32)):
-        without = run_v2(x, 128, FP8, "col_ue8m0", silu=silu, masked_m=counts.cuda(), enable_pdl=False)
-        with_pdl = run_v2(x, 128, FP8, "col_ue8m0", silu=silu, masked_m=counts.cuda(), enable_pdl=True)
-        assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8))
-        assert torch.equal(without[1], with_pdl[1])
+        without = run_v2_without_and_with_pdl(x, 128, FP8, "col_ue8m0", silu=silu, masked_m=counts.cuda())
         cpu = run_v2(x.cpu(), 128, FP8, "col_ue8m0", silu=silu, masked_m=counts)
         compare(without, cpu[:2], without[2], codes_exact=not silu, scales_exact=not silu, max_code_fraction=2e-3,
                 what=f"counts {counts.tolist()}")
