@@ -112,10 +112,12 @@ def counts_around_powers_of_two(experts, m_pad, seed):
 
 @pytest.mark.parametrize("case", [
     # experts, m_pad, hidden, group size, silu: one and several grid-stride rounds, long rows, 16- and
-    # 256-element groups (32 and 2 tasks per warp)
+    # 256-element groups (32 and 2 tasks per warp); the last three with rows whose groups are not a
+    # multiple of a warp's tasks, so that a warp would hold two or three rows (they run the general
+    # kernel: masked_no_pdl_fits)
     (8, 96, 1024, 128, True), (8, 512, 2048, 128, True), (32, 256, 2048, 128, True), (5, 9, 7168, 128, True),
     (3, 700, 7168, 128, False), (2, 4096, 2048, 64, True), (17, 40, 512, 16, False), (4, 33, 1024, 256, True),
-    (1, 200, 4096, 32, False)],
+    (1, 200, 4096, 32, False), (6, 50, 1152, 128, True), (3, 37, 720, 16, False), (9, 21, 384, 64, True)],
     ids=lambda c: "E{}x{}-H{}-g{}-{}".format(*c[:4], "silu" if c[4] else "plain"))
 def test_masked_without_pdl_same_bytes_as_with_pdl(case):
     """Masked launches of at most 32 experts read the counts once without PDL, and with PDL before the
@@ -130,6 +132,31 @@ def test_masked_without_pdl_same_bytes_as_with_pdl(case):
             cpu = run_v2(x.cpu(), gs, FP8, layout, silu=silu, masked_m=counts)
             compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
                     max_code_fraction=2e-3, what=f"{case} {layout}")
+
+
+@pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])
+def test_masked_without_pdl_strided_inputs(silu):
+    """Strided masked inputs without PDL: rows with padding between them (the experts' rows still evenly
+    spaced: masked_no_pdl_kernel, whose input offset is one 32-bit row index times the row stride) and
+    experts cut from a taller buffer (not evenly spaced: the general kernel). The same bytes as with PDL
+    and as the CPU op, and nothing written outside the valid rows (run_v2)."""
+    experts, m_pad, h = 6, 40, 1024
+    k = h * (2 if silu else 1)
+    counts = counts_around_powers_of_two(experts, m_pad, seed=92)
+    # padding after every row, experts evenly spaced: stride(0) == m_pad * stride(1)
+    evenly = make_input((experts, m_pad, k + 256), torch.bfloat16, seed=93, device="cuda")[:, :, :k]
+    # experts cut from taller ones: stride(0) == (m_pad + 5) * stride(1)
+    cut = make_input((experts, m_pad + 5, k + 256), torch.bfloat16, seed=91, device="cuda")[:, :m_pad, :k]
+    assert evenly.stride(0) == m_pad * evenly.stride(1) and cut.stride(0) == (m_pad + 5) * cut.stride(1)
+    for x in (evenly, cut):
+        for layout in ("col_ue8m0", "row"):
+            without = run_v2(x, 128, FP8, layout, silu=silu, masked_m=counts.cuda(), enable_pdl=False)
+            with_pdl = run_v2(x, 128, FP8, layout, silu=silu, masked_m=counts.cuda(), enable_pdl=True)
+            assert torch.equal(without[0].view(torch.uint8), with_pdl[0].view(torch.uint8)), (x.stride(), layout)
+            assert torch.equal(without[1], with_pdl[1]), (x.stride(), layout)
+            cpu = run_v2(x.cpu(), 128, FP8, layout, silu=silu, masked_m=counts)
+            compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
+                    max_code_fraction=2e-3, what=f"{x.stride()} {layout}")
 
 
 @pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])

@@ -438,13 +438,16 @@ __device__ __forceinline__ int warp_sum(int v) {
 }
 
 // Exclusive prefix sum of the counts over the lanes: lane e gets the valid rows of experts < e. Only
-// as many shuffle steps as the experts need. All 32 lanes must call it.
+// as many shuffle steps as the experts need, but the first kStepsAlways steps without a test between
+// them (a step of distance o >= num_experts leaves the lanes below num_experts as they are). All 32
+// lanes must call it.
+template <int kStepsAlways = 0>
 __device__ __forceinline__ int warp_exclusive_prefix(int count, int num_experts) {
   const int lane = threadIdx.x & 31;
   int inclusive = count;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    if (o >= num_experts) break;  // uniform over the warp
+    if (o >= (1 << kStepsAlways) && o >= num_experts) break;  // uniform over the warp
     const int n = __shfl_up_sync(0xffffffffu, inclusive, o);
     if (lane >= o) inclusive += n;
   }
@@ -467,6 +470,22 @@ __device__ __forceinline__ int masked_expert_of_row(int exclusive, int64_t num_e
     pending &= ~__ballot_sync(0xffffffffu, row_index == r);
   }
   return expert;
+}
+
+// masked_expert_of_row for a warp whose lanes all hold the same row_index: one vote for the expert
+// and, beside it, one reduction for its start (the largest start at or before the row, as the starts
+// do not decrease); no shuffle of the row, no loop, no shuffle of the start after the vote.
+struct ExpertStart {
+  int expert, start;
+};
+__device__ __forceinline__ ExpertStart masked_expert_of_warp_row(int exclusive, int num_experts, int row_index) {
+  const bool at_or_before = (threadIdx.x & 31) < num_experts && exclusive <= row_index;
+  const int expert = __popc(__ballot_sync(0xffffffffu, at_or_before)) - 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return {expert, __reduce_max_sync(0xffffffffu, at_or_before ? exclusive : 0)};
+#else
+  return {expert, __shfl_sync(0xffffffffu, exclusive, expert)};
+#endif
 }
 
 template <typename T, int GS>
@@ -568,11 +587,13 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
 
 // Quantizes one task from this thread's input words: the activation values (the input, or with fused
 // SiLU T(T(silu(gate)) * up) per pair), then quantize_words.
-template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
+// kComputeAlways: the input is loaded whatever `valid` (from an address in range), so the SiLU needs
+// no branch either; only the stores wait for `valid`.
+template <typename T, typename R, int GS, ScaleKind SK, bool SILU, bool kComputeAlways = false>
 __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid,
                                               const TaskInput<SILU>& in) {
   uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (valid) {
+  if (valid || kComputeAlways) {
     const uint4 a = in.v[0], b = in.v[1];
     if constexpr (SILU) {
       const uint4 c = in.v[2], d = in.v[3];
@@ -645,7 +666,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // locates its first task before the PDL wait, like the dense path; after the wait it reads them
     // again while that task's input loads are in flight, and starts over only if they changed (the
     // previous kernel wrote them). The early read bypasses L1, so that the later one cannot find a
-    // stale line there (warp_masked_count). (Launches without PDL: masked_no_pdl_kernel.)
+    // stale line there (warp_masked_count). (Launches without PDL: masked_no_pdl_kernel where it fits.)
     // (Probe, H200: 8 x 512 4.70 -> 4.14 us, 32 x 256 11.32 -> 10.66; the check after the wait is
     // not on the path to the first input loads.)
     // PDL, a grid of whole rounds of resident blocks (args.trigger_at_start): the next kernel may launch
@@ -657,8 +678,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     // 3.75; benchmark/NOTES.md session 18). Not where free places remain (smaller grids, dense ones):
     // there a chain of such kernels all launch at once and crowd the SMs (dense M=64 H=7168 with the
     // trigger at the start: 1.02 -> 1.87).
-    // Launches without PDL run masked_no_pdl_kernel, so args.pdl is 1 here (kept a runtime test: the
-    // kernel's code as measured).
+    // Launches without PDL run masked_no_pdl_kernel where masked_no_pdl_fits, the others this path with
+    // args.pdl = 0 (one read of the counts, through L1).
     pdl_allow_dependents_if(args.trigger_at_start);
     const int num_experts = static_cast<int>(p.num_outer);
     int guess = args.pdl ? warp_masked_count<true>(p) : warp_masked_count<false>(p);
@@ -760,8 +781,8 @@ static_assert(sizeof(DenseHead) <= 48, "one 64-byte constant line with the drive
 struct MaskedHead {
   const int32_t* masked_m;
   const void* input;
-  int64_t in_outer_stride, in_row_stride;  // elements
-  int32_t rows_per_outer;                  // the counts' upper clamp
+  uint32_t in_row_stride;  // elements; expert e's rows start at row e * rows_per_outer (masked_no_pdl_fits)
+  int32_t rows_per_outer;  // the counts' upper clamp
   int32_t groups_per_row;
   uint32_t row_multiplier;  // task -> valid row index: FastDivmod(groups per row), its shift in `shape`
   uint32_t shape;           // experts (bits 0-7), the division's shift (8-15), groups per block (16-31)
@@ -772,7 +793,7 @@ struct MaskedHead {
     return FastDivmod::of(row_multiplier, (shape >> 8) & 0xffu).div(task);
   }
 };
-static_assert(sizeof(MaskedHead) == 48, "one 64-byte constant line with the driver's word at 0x208");
+static_assert(sizeof(MaskedHead) <= 48, "one 64-byte constant line with the driver's word at 0x208");
 
 // The heads of a call (KernelArgs as the launcher made them) in blocks of groups_per_block tasks.
 inline NoPdlArgs<DenseHead> dense_no_pdl_args(const KernelArgs& args, int groups_per_block) {
@@ -789,13 +810,28 @@ inline NoPdlArgs<DenseHead> dense_no_pdl_args(const KernelArgs& args, int groups
   return a;
 }
 
+// Masked calls that masked_no_pdl_kernel serves (the others run the general kernel without PDL):
+// - at most 32 experts (the warp's prefix sum);
+// - the experts' rows evenly spaced (a contiguous [E, rows, K] input, as MoE dispatch writes it), with
+//   32-bit row indices and row stride: the input offset is one 32-bit product;
+// - no warp holding tasks of two rows: a warp holds 32 / (GS / 16) consecutive tasks from a multiple
+//   of that count (blocks hold whole warps), so the row's groups must be a multiple of it (H a multiple
+//   of 512 for groups of 128: 2048, 4096, 7168 are).
+// Then a warp finds its expert with one vote (masked_expert_of_warp_row), with no branch.
+template <int GS>
+inline bool masked_no_pdl_fits(const QuantParams& p) {
+  constexpr int kTasksPerWarp = 32 * kElemsPerThread / GS;
+  return p.num_outer <= kWarpScanMaxExperts && p.in_outer_stride == p.rows_per_outer * p.in_row_stride &&
+         p.in_row_stride <= INT32_MAX && p.num_outer * p.rows_per_outer <= INT32_MAX &&
+         p.groups_per_row % kTasksPerWarp == 0;
+}
+
 inline NoPdlArgs<MaskedHead> masked_no_pdl_args(const KernelArgs& args, int groups_per_block) {
   const QuantParams& p = args.p;
   NoPdlArgs<MaskedHead> a = {};
   a.head.masked_m = p.masked_m;
   a.head.input = p.input;
-  a.head.in_outer_stride = p.in_outer_stride;
-  a.head.in_row_stride = p.in_row_stride;
+  a.head.in_row_stride = static_cast<uint32_t>(p.in_row_stride);
   a.head.rows_per_outer = static_cast<int32_t>(p.rows_per_outer);
   a.head.groups_per_row = p.groups_per_row;
   a.head.row_multiplier = args.task_columns.multiplier;
@@ -827,10 +863,14 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
   SGLQ_PROBE_BLOCK(1);
 }
 
-// Masked, at most 32 experts: per_token_group_quant_kernel's warp-scan path with the counts read
-// once (they are final) and the first task located from the head. Probe A/B, H200, no PDL, µs
-// (session 29): 8 x 512 4.646 -> 4.604, 32 x 256 11.13 -> 10.98, within the spread of the passes
-// (±0.1, ±0.2): the counts' load and the warp's prefix and lookup stand before the first load anyway.
+// Masked, the calls of masked_no_pdl_fits: per_token_group_quant_kernel's warp-scan path with the
+// counts read once (they are final) and the first task located from the head. In a one-round grid
+// (8 x 512: 48 warps per SM) every warp runs the code between the counts' arrival and its first input
+// load at the same time, so those instructions queue for the SMs' issue slots; hence the fewest of
+// them: the scan's first three steps without tests, one vote for the expert (a warp's tasks share a
+// row), a 32-bit input offset, and the loads and the SiLU outside the `valid` branch (bf16, SiLU,
+// packed scales: 76 instructions from the start to the first input load, 117 with the ballot loop,
+// the 64-bit offset and the branch; SASS, session 31).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_kernel(const NoPdlArgs<MaskedHead> a) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
@@ -851,25 +891,33 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_
   const int num_experts = h.experts();
   const int warp_lane = threadIdx.x & 31;
   const int count = warp_lane < num_experts ? min(max(h.masked_m[warp_lane], 0), h.rows_per_outer) : 0;
-  const int num_tasks = warp_sum(count) * h.groups_per_row;
-  const int exclusive = warp_exclusive_prefix(count, num_experts);
+  const int num_rows = warp_sum(count);
+  const int num_tasks = num_rows * h.groups_per_row;
+  const int exclusive = warp_exclusive_prefix<3>(count, num_experts);
   if (first >= num_tasks) {
     SGLQ_PROBE_BLOCK(1);
     return;
   }
   bool valid = task < num_tasks;
-  const int expert = masked_expert_of_row(exclusive, num_experts, row_index);
-  const int row = row_index - __shfl_sync(0xffffffffu, exclusive, expert);
+  // A task past the end looks up the last valid row and loads from it (its codes are never stored),
+  // so that neither the loads nor the SiLU stand in a branch; the warp's lanes keep one row.
+  const int lookup_row = min(row_index, num_rows - 1);
+  const ExpertStart es = masked_expert_of_warp_row(exclusive, num_experts, lookup_row);
+  const int expert = es.expert, row = lookup_row - es.start;
   Task<T> t;
-  t.src = static_cast<const T*>(h.input) + expert * h.in_outer_stride + row * h.in_row_stride + g * GS;
-  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, valid);
+  const uint32_t input_row = static_cast<uint32_t>(expert * h.rows_per_outer + row);
+  t.src = static_cast<const T*>(h.input) + static_cast<uint64_t>(input_row) * h.in_row_stride + g * GS;
+  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, true);
   const KernelArgs& args = a.args;
   const QuantParams& p = args.p;
-  quantize_task<T, R, GS, SK, SILU>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
+  quantize_task<T, R, GS, SK, SILU, true>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * groups_per_block;
   for (first += grid_stride; first < num_tasks; first += grid_stride) {
     valid = first + sub < num_tasks;
-    t = locate_masked_task_in_warp<T, GS>(args, exclusive, valid ? static_cast<int>(first + sub) : num_tasks - 1);
+    const int next = valid ? static_cast<int>(first + sub) : num_tasks - 1;  // the warp's lanes keep one row
+    const int next_row_index = h.row_of(next);
+    const ExpertStart next_es = masked_expert_of_warp_row(exclusive, num_experts, next_row_index);
+    t = locate_task<T, GS>(p, next_es.expert, next_row_index - next_es.start, next - next_row_index * h.groups_per_row);
     load_and_quantize_task<T, R, GS, SK, SILU>(p, t, lane, valid);
   }
   SGLQ_PROBE_BLOCK(1);
@@ -1187,7 +1235,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
   constexpr auto kernel = per_token_group_quant_kernel<T, R, GS, SK, SILU, MASKED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   if constexpr (MASKED) {
-    if (!opt.pdl && p.num_outer <= kWarpScanMaxExperts) {
+    if (!opt.pdl && masked_no_pdl_fits<GS>(p)) {
       return launch_quant_kernel<masked_no_pdl_kernel<T, R, GS, SK, SILU>, GS, SK, SILU, true, true>(folded, opt);
     }
   } else {
