@@ -855,11 +855,14 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
   bool valid = task < static_cast<uint32_t>(h.num_tasks);
   const RowGroup rg = dense_row_group<SK, SILU>(h, static_cast<int>(task), valid);
   const int row_index = rg.row_index, g = rg.g;
+  // An invalid task (past the end, a padding row or column of the task order) loads from the last
+  // row or group instead (its codes are never stored), so that neither the loads nor the SiLU stand
+  // in a branch (as in masked_no_pdl_kernel).
   Task<T> t;
-  t.src = static_cast<const T*>(h.input) + row_index * h.in_row_stride + g * GS;
-  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups * GS, t, lane, valid);
+  t.src = static_cast<const T*>(h.input) + min(row_index, h.rows - 1) * h.in_row_stride + min(g, h.groups - 1) * GS;
+  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups * GS, t, lane, true);
   const QuantParams& p = a.args.p;
-  quantize_task<T, R, GS, SK, SILU>(p, locate_task<T, GS>(p, 0, row_index, g), lane, valid, in);  // (the same src)
+  quantize_task<T, R, GS, SK, SILU, true>(p, locate_task<T, GS>(p, 0, row_index, g), lane, valid, in);
   SGLQ_PROBE_BLOCK(1);
 }
 
