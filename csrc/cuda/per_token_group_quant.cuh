@@ -869,11 +869,11 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
 // Masked, the calls of masked_no_pdl_fits: per_token_group_quant_kernel's warp-scan path with the
 // counts read once (they are final) and the first task located from the head. In a one-round grid
 // (8 x 512: 48 warps per SM) every warp runs the code between the counts' arrival and its first input
-// load at the same time, so those instructions queue for the SMs' issue slots; hence the fewest of
-// them: the scan's first three steps without tests, one vote for the expert (a warp's tasks share a
-// row), a 32-bit input offset, and the loads and the SiLU outside the `valid` branch (bf16, SiLU,
-// packed scales: 76 instructions from the start to the first input load, 117 with the ballot loop,
-// the 64-bit offset and the branch; SASS, session 31).
+// load at about the same time, so that code is kept short, without loops and with few warp-collective
+// steps: the scan's first three steps without tests, one vote for the expert (a warp's tasks share a
+// row) beside one reduction for its start, a 32-bit input offset, and the loads and the SiLU outside
+// the `valid` branch (bf16, SiLU, packed scales: 76 instructions from the start to the first input
+// load, against 117 with the ballot loop, the 64-bit offset and the branch; SASS, session 31).
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_kernel(const NoPdlArgs<MaskedHead> a) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
