@@ -815,8 +815,8 @@ inline NoPdlArgs<DenseHead> dense_no_pdl_args(const KernelArgs& args, int groups
 // - the experts' rows evenly spaced (a contiguous [E, rows, K] input, as MoE dispatch writes it), with
 //   32-bit row indices and row stride: the input offset is one 32-bit product;
 // - no warp holding tasks of two rows: a warp holds 32 / (GS / 16) consecutive tasks from a multiple
-//   of that count (blocks hold whole warps), so the row's groups must be a multiple of it (H a multiple
-//   of 512 for groups of 128: 2048, 4096, 7168 are).
+//   of that count (blocks hold whole warps), so the row's groups must be a multiple of it, which is H
+//   a multiple of 512 whatever the group size (2048, 4096, 7168 are).
 // Then a warp finds its expert with one vote (masked_expert_of_warp_row), with no branch.
 template <int GS>
 inline bool masked_no_pdl_fits(const QuantParams& p) {
