@@ -857,7 +857,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
   const int row_index = rg.row_index, g = rg.g;
   // An invalid task (past the end, a padding row or column of the task order) loads from the last
   // row or group instead (its codes are never stored), so that neither the loads nor the SiLU stand
-  // in a branch (as in masked_no_pdl_kernel).
+  // in a branch. Probe A/B, H200, session 32, µs without PDL, branch -> clamped: M=1024 H=4096 2.88 ->
+  // 2.75, dense SiLU over 1490 rows 3.88 -> 3.79, M=64 H=7168 packed 1.62 -> 1.60.
   Task<T> t;
   t.src = static_cast<const T*>(h.input) + min(row_index, h.rows - 1) * h.in_row_stride + min(g, h.groups - 1) * GS;
   const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups * GS, t, lane, true);
@@ -871,9 +872,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) dense_no_pdl_k
 // (8 x 512: 48 warps per SM) every warp runs the code between the counts' arrival and its first input
 // load at about the same time, so that code is kept short, without loops and with few warp-collective
 // steps: the scan's first three steps without tests, one vote for the expert (a warp's tasks share a
-// row) beside one reduction for its start, a 32-bit input offset, and the loads and the SiLU outside
-// the `valid` branch (bf16, SiLU, packed scales: 76 instructions from the start to the first input
-// load, against 117 with the ballot loop, the 64-bit offset and the branch; SASS, session 31).
+// row) beside one reduction for its start, and a 32-bit input offset (bf16, SiLU, packed scales: 93
+// instructions from the start to the first input load, against 117 with the ballot loop and the 64-bit
+// offset; SASS, session 31).
+// The loads stay in the `valid` branch. Loading a clamped row for invalid tasks instead (no branch, 76
+// instructions) was slower: probe A/B, H200, session 32, µs without PDL, passes 2-3 of 3 x 2 runs,
+// masked 8 x 512 4.57 (clamped) -> 4.43 (branch), main 4.63 (benchmark/NOTES.md "Session 32").
 template <typename T, typename R, int GS, ScaleKind SK, bool SILU>
 __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_kernel(const NoPdlArgs<MaskedHead> a) {
   constexpr int kThreadsPerGroup = GS / kElemsPerThread;
@@ -902,18 +906,17 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_
     return;
   }
   bool valid = task < num_tasks;
-  // A task past the end looks up the last valid row and loads from it (its codes are never stored),
-  // so that neither the loads nor the SiLU stand in a branch; the warp's lanes keep one row.
+  // A task past the end looks up the last valid row (the warp's lanes keep one row) and loads nothing.
   const int lookup_row = min(row_index, num_rows - 1);
   const ExpertStart es = masked_expert_of_warp_row(exclusive, num_experts, lookup_row);
   const int expert = es.expert, row = lookup_row - es.start;
   Task<T> t;
   const uint32_t input_row = static_cast<uint32_t>(expert * h.rows_per_outer + row);
   t.src = static_cast<const T*>(h.input) + static_cast<uint64_t>(input_row) * h.in_row_stride + g * GS;
-  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, true);
+  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, valid);
   const KernelArgs& args = a.args;
   const QuantParams& p = args.p;
-  quantize_task<T, R, GS, SK, SILU, true>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
+  quantize_task<T, R, GS, SK, SILU>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * groups_per_block;
   for (first += grid_stride; first < num_tasks; first += grid_stride) {
     valid = first + sub < num_tasks;
