@@ -906,17 +906,20 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) masked_no_pdl_
     return;
   }
   bool valid = task < num_tasks;
-  // A task past the end looks up the last valid row (the warp's lanes keep one row) and loads nothing.
+  // A task past the end looks up the last valid row (the warp's lanes keep one row) and loads nothing,
+  // except with one thread per group (GS 16): there it loads that row, without a branch, as with the
+  // branch ptxas spills for sm_100a (40 registers, 16 of them the SiLU's input).
+  constexpr bool kLoadAlways = GS == 16;
   const int lookup_row = min(row_index, num_rows - 1);
   const ExpertStart es = masked_expert_of_warp_row(exclusive, num_experts, lookup_row);
   const int expert = es.expert, row = lookup_row - es.start;
   Task<T> t;
   const uint32_t input_row = static_cast<uint32_t>(expert * h.rows_per_outer + row);
   t.src = static_cast<const T*>(h.input) + static_cast<uint64_t>(input_row) * h.in_row_stride + g * GS;
-  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, valid);
+  const TaskInput<SILU> in = load_task_input<T, GS, SILU>(h.groups_per_row * GS, t, lane, valid || kLoadAlways);
   const KernelArgs& args = a.args;
   const QuantParams& p = args.p;
-  quantize_task<T, R, GS, SK, SILU>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
+  quantize_task<T, R, GS, SK, SILU, kLoadAlways>(p, locate_task<T, GS>(p, expert, row, g), lane, valid, in);
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * groups_per_block;
   for (first += grid_stride; first < num_tasks; first += grid_stride) {
     valid = first + sub < num_tasks;
