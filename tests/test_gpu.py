@@ -118,7 +118,8 @@ def counts_around_powers_of_two(experts, m_pad, seed):
     # kernel: masked_no_pdl_fits)
     (8, 96, 1024, 128, True), (8, 512, 2048, 128, True), (32, 256, 2048, 128, True), (5, 9, 7168, 128, True),
     (3, 700, 7168, 128, False), (2, 4096, 2048, 64, True), (17, 40, 512, 16, False), (5, 24, 1024, 16, True),
-    (4, 33, 1024, 256, True), (1, 200, 4096, 32, False), (6, 50, 1152, 128, True), (3, 37, 720, 16, False), (9, 21, 384, 64, True)],
+    (4, 33, 1024, 256, True), (1, 200, 4096, 32, False),
+    (6, 50, 1152, 128, True), (3, 37, 720, 16, False), (9, 21, 384, 64, True)],
     ids=lambda c: "E{}x{}-H{}-g{}-{}".format(*c[:4], "silu" if c[4] else "plain"))
 def test_masked_without_pdl_same_bytes_as_with_pdl(case):
     """Masked launches of at most 32 experts read the counts once without PDL, and with PDL before the
