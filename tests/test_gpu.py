@@ -95,6 +95,16 @@ def run_v2_without_and_with_pdl(x, group_size, out, layout, **kw):
     return without
 
 
+def check_masked_without_pdl(x, group_size, layout, silu, counts, what, against_cpu=True):
+    """A masked fp8 call (counts on the CPU) without and with PDL: the same bytes
+    (run_v2_without_and_with_pdl) and, with against_cpu, the CPU op's result."""
+    without = run_v2_without_and_with_pdl(x, group_size, FP8, layout, silu=silu, masked_m=counts.cuda())
+    if against_cpu:
+        cpu = run_v2(x.cpu(), group_size, FP8, layout, silu=silu, masked_m=counts)
+        compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
+                max_code_fraction=2e-3, what=what)
+
+
 def counts_around_powers_of_two(experts, m_pad, seed):
     """Valid-row counts around every power of two below m_pad, with an empty and a full expert and
     counts to clamp (negative, above m_pad)."""
@@ -129,11 +139,8 @@ def test_masked_without_pdl_same_bytes_as_with_pdl(case):
     x = make_input((experts, m_pad, h * (2 if silu else 1)), torch.bfloat16, seed=m_pad + experts, device="cuda")
     counts = counts_around_powers_of_two(experts, m_pad, seed=h + experts)
     for layout in ("col_ue8m0", "col_tma", "row"):
-        without = run_v2_without_and_with_pdl(x, gs, FP8, layout, silu=silu, masked_m=counts.cuda())
-        if m_pad <= 512:  # the CPU reference for the smaller cases
-            cpu = run_v2(x.cpu(), gs, FP8, layout, silu=silu, masked_m=counts)
-            compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
-                    max_code_fraction=2e-3, what=f"{case} {layout}")
+        # the CPU reference for the smaller cases
+        check_masked_without_pdl(x, gs, layout, silu, counts, f"{case} {layout}", against_cpu=m_pad <= 512)
 
 
 @pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])
@@ -152,10 +159,7 @@ def test_masked_without_pdl_strided_inputs(silu):
     assert evenly.stride(0) == m_pad * evenly.stride(1) and cut.stride(0) == (m_pad + 5) * cut.stride(1)
     for x in (evenly, cut):
         for layout in ("col_ue8m0", "row"):
-            without = run_v2_without_and_with_pdl(x, 128, FP8, layout, silu=silu, masked_m=counts.cuda())
-            cpu = run_v2(x.cpu(), 128, FP8, layout, silu=silu, masked_m=counts)
-            compare(without, cpu[:2], without[2], codes_exact=LAYOUTS[layout][2] and not silu, scales_exact=not silu,
-                    max_code_fraction=2e-3, what=f"{x.stride()} {layout}")
+            check_masked_without_pdl(x, 128, layout, silu, counts, f"{x.stride()} {layout}")
 
 
 @pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])
@@ -192,10 +196,7 @@ def test_masked_decode_sized_counts(experts, m_pad, silu):
     g = torch.Generator().manual_seed(m_pad)
     few = torch.randint(0, 8, (experts,), generator=g, dtype=torch.int32)
     for counts in (few, torch.zeros(experts, dtype=torch.int32)):
-        without = run_v2_without_and_with_pdl(x, 128, FP8, "col_ue8m0", silu=silu, masked_m=counts.cuda())
-        cpu = run_v2(x.cpu(), 128, FP8, "col_ue8m0", silu=silu, masked_m=counts)
-        compare(without, cpu[:2], without[2], codes_exact=not silu, scales_exact=not silu, max_code_fraction=2e-3,
-                what=f"counts {counts.tolist()}")
+        check_masked_without_pdl(x, 128, "col_ue8m0", silu, counts, f"counts {counts.tolist()}")
 
 
 @pytest.mark.parametrize("shape", [(0, 1, 1), (128, 1, 64), (512, 64, 2), (32, 2, 64), (256, 3, 1)],
