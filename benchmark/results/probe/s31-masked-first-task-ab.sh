@@ -2,6 +2,8 @@
 # Session 31's probe A/B of masked_no_pdl_kernel's first task (issue 13, masked 8 x 512 without PDL),
 # for one device call (carry [".ab"], made here first: scripts/probe/headers_of.sh main .ab/main,
 # main being the commit before the change):
+# (Ran once, session 32, on branch head da47a37: logs s32-masked-first-task-ab-*.txt. Main has since
+# taken its `branchy` edit, so on main that expression changes nothing and variant_headers.sh stops.)
 #   OUT=$OUT/ab bash benchmark/results/probe/s31-masked-first-task-ab.sh
 # Builds: main's headers, the tree, and the tree with one part of the change undone each:
 #   loop    the expert by main's ballot loop and a shuffle of the start (not one vote and a reduction)
