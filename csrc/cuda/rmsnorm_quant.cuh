@@ -15,7 +15,7 @@
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
 // Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
-// with CHUNKS = 2, rmsnorm_chunks_per_thread: H > 16384, and calls of 1024 to 4095 long rows; the team
+// with CHUNKS = 2, rmsnorm_chunks_per_thread: H > 16384, and mid-sized calls of long rows; the team
 // is then the power of two of half the padded chunk count), 16 elements laid out as in v2 so that
 // quantize_words applies unchanged: group g = c / L, L = GS / 16 threads per group, lane j = c % L,
 // elements [g*GS + j*8, +8) (vector u1) and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree
@@ -448,17 +448,24 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
   return num_rows * 4 <= num_sms * quarter_blocks_per_sm ? 4 : 1;
 }
 
-// Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)
-// and for calls of 1024 to 4095 long rows (H >= 6144; above 8192 from 1024 rows on): blocks of half the
-// threads, so that more of them share an SM and overlap one another's barrier. Probe, H200, session 6
-// (benchmark/NOTES.md), µs one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384
-// 217.6 / 207.4; but H=4096 M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x
-// slower. From 4096 rows at H <= 8192 one chunk again, prefetching (kRmsNormPrefetchMinRounds): session 13,
-// µs without / with PDL, two chunks -> one prefetching: H=7168 M=4096 55.90 / 55.15 -> 53.27 / 52.99,
-// M=16384 205.3 / 204.0 -> 203.8 / 203.1, H=8192 M=4096 63.2 -> 60.6, M=16384 237.0 -> 231.2.
-inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
+// Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384),
+// and for 8192 < H <= 16384 from 1024 rows on. For 6144 <= H <= 8192 (384 to 512 chunks: one-chunk blocks
+// of 384-512 threads at <= 64 registers, two resident per SM), two while the one-chunk grid would need
+// more than one and at most four rounds of resident blocks (264 < M <= 1056 on 132 SMs): there the blocks
+// of half the threads fit in half the rounds, and the one-chunk grid's part-filled last round costs more.
+// Longer calls run one chunk again (from eight rounds prefetching, kRmsNormPrefetchMinRounds). Sweep,
+// H200, session 33 (benchmark/NOTES.md, `rmsnorm_probe normsweep`), µs without / with PDL, one chunk /
+// two: H=7168 M=256 3.87 / 3.44 against 4.21 / 3.75, M=512 6.27 / 5.80 against 5.89 / 5.50 (with
+// output_normed 7.24 / 6.69 against 6.76 / 6.42), M=1024 11.53 / 10.83 against 11.49 / 10.93, M=2048
+// 29.30 / 28.57 against 30.82 / 29.74, M=4096 (prefetching) 53.06 / 52.44 against 56.02 / 54.99; H=4096
+// (256 chunks) one chunk at every M: M=512 3.95 against 4.33, M=2048 13.12 against 13.69. Before session
+// 33 two chunks ran for 1024 to 4095 rows (session 6: H=7168 M=1024 13.17 / 11.99 with the kernels then).
+inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks, int num_sms) {
   if (num_chunks > kRmsNormMaxTeam) return 2;
-  return num_chunks >= 384 && num_rows >= 1024 && (num_rows < 4096 || num_chunks > 512) ? 2 : 1;
+  if (num_chunks > 512) return num_rows >= 1024 ? 2 : 1;
+  if (num_chunks < 384) return 1;
+  const int64_t one_chunk_round = 2 * static_cast<int64_t>(num_sms);  // resident one-chunk blocks (rows)
+  return num_rows > one_chunk_round && num_rows <= 4 * one_chunk_round ? 2 : 1;
 }
 
 // One-chunk calls prefetch (the PREFETCH kernel) when a block holds one row of H >= 4096 and the grid

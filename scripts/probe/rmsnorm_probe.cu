@@ -3,6 +3,8 @@
 // benchmark (CUDA-graph replay, median; probe_util.cuh), without and with PDL.
 //   rms            M = 1 ... 16384 at H = 7168 and 4096: as dispatched, with one and with two chunks per thread
 //   rms normed     H = 7168 as dispatched, without and with output_normed
+//   rms normsweep  M = 64 ... 4096 at H = 7168 and 4096, without and with output_normed: as dispatched, one
+//                  chunk in clusters of 1, 2, 4 (below 4096 rows), two chunks; two rounds
 //   rms mid        M = 1024 ... 4096 around the L2 size and rows of H = 12288, 16384, without and with output_normed
 //   rms sweep      M = 1, 64, 256 in clusters of 1, 2, 4, 8 blocks (LaunchOptions::rmsnorm_cluster)
 //   rms check      the bytes (codes, scales, residual) of every cluster size and of two chunks per thread
@@ -79,7 +81,7 @@ int main(int argc, char** argv) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
-      if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16) == 2 : chunks == 2) {
+      if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16, sms) == 2 : chunks == 2) {
         CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
       } else {
         CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
@@ -233,6 +235,28 @@ int main(int argc, char** argv) {
     }
     with_normed = false;
   };
+  if (mode == "normsweep") {  // launch shapes without and with output_normed: clusters 1, 2, 4 (one chunk), two chunks
+    std::printf("%-22s %7s %9s %9s %9s\n", "problem", "normed", "shape", "us", "us PDL");
+    for (int round = 0; round < 2; ++round) {
+      for (int nm : {0, 1}) {
+        with_normed = nm == 1;
+        for (int h : {7168, 4096}) {
+          for (int m : {64, 128, 256, 512, 1024, 2048, 4096}) {
+            for (int shape = 0; shape < 5; ++shape) {  // 0 as dispatched, 1/2/3 one chunk in clusters of 1/2/4, 4 two chunks
+              if (m >= 4096 && (shape == 2 || shape == 3)) continue;
+              const int cluster = shape == 2 ? 2 : shape == 3 ? 4 : shape == 0 ? 0 : 1;
+              const int chunks = shape == 0 ? 0 : shape == 4 ? 2 : 1;
+              const char* names[5] = {"dispatch", "1ch-c1", "1ch-c2", "1ch-c4", "2ch"};
+              std::printf("rms M=%-5d H=%-5d r%d %7d %9s %9.3f %9.3f\n", m, h, round, nm, names[shape],
+                          time_graph(launcher(m, h, false, cluster, chunks), 20), time_graph(launcher(m, h, true, cluster, chunks), 20));
+            }
+          }
+        }
+      }
+      with_normed = false;
+    }
+    return 0;
+  }
   if (mode == "normed") {  // H = 7168
     normed_table({{1, 7168}, {64, 7168}, {256, 7168}, {1024, 7168}, {4096, 7168}, {16384, 7168}});
     return 0;
