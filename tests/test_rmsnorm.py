@@ -262,9 +262,9 @@ def test_cuda_clusters_at_the_grid_y_limit():
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [400, 1030, 2000])
 def test_cuda_two_chunks_per_thread_same_bytes(m):
-    """Mid-sized calls of rows of 6144 to 8192 run two 16-element chunks per thread (half-size blocks:
-    400 and 1030 rows on an H200), longer calls one again without prefetching (2000 rows), small calls
-    one in a cluster of blocks per row: a row's bytes are the same in each, and the CPU's."""
+    """Rows of 6144 to 8192 run one 16-element chunk per thread (400 and 2000 rows: a block per row, not
+    prefetching), two in half-size blocks from 1024 rows while the one-chunk grid is at most four rounds
+    (1030 rows on an H200), one in a cluster of blocks per row for small calls: the same bytes, and the CPU's."""
     x, w, r = make_case(m, 7168, torch.bfloat16, 25, device="cuda")
     full = run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r)
     for rows in (slice(0, 3), slice(m - 30, m), slice(m // 2, m // 2 + 1)):

@@ -13,7 +13,8 @@
 //                  (both warp-sum buffers; one-chunk blocks and clusters take one row group each)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
-//   rms cases M:H,... C,...  the given cases in clusters of C blocks (0: as dispatched), two rounds
+//   rms cases M:H,... C,... K,...  the given cases in clusters of C blocks with K chunks per thread (0: as
+//                  dispatched; K defaults to 0), two rounds
 //   rms once M H   one launch as dispatched (for ncu)
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, and of
 //                  three long calls (the prefetching kernel), one file per shape (compare two builds with cmp)
@@ -189,14 +190,17 @@ int main(int argc, char** argv) {
       const std::vector<std::string> v = split(mh, ':');
       cases.emplace_back(std::atoi(v[0].c_str()), v.size() > 1 ? std::atoi(v[1].c_str()) : 7168);
     }
-    std::vector<int> clusters;
+    std::vector<int> clusters, chunks;
     for (const std::string& c : split(argc > 3 ? argv[3] : "0", ',')) clusters.push_back(std::atoi(c.c_str()));
-    std::printf("%-25s %8s %9s %9s\n", "problem", "cluster", "us", "us PDL");
+    for (const std::string& c : split(argc > 4 ? argv[4] : "0", ',')) chunks.push_back(std::atoi(c.c_str()));
+    std::printf("%-25s %8s %7s %9s %9s\n", "problem", "cluster", "chunks", "us", "us PDL");
     for (int round = 0; round < 2; ++round) {
       for (const auto& [m, h] : cases) {
         for (int c : clusters) {
-          std::printf("rms M=%-5d H=%-5d r%d    %8d %9.3f %9.3f\n", m, h, round, c, time_graph(launcher(m, h, false, c), 20),
-                      time_graph(launcher(m, h, true, c), 20));
+          for (int k : chunks) {
+            std::printf("rms M=%-5d H=%-5d r%d    %8d %7d %9.3f %9.3f\n", m, h, round, c, k, time_graph(launcher(m, h, false, c, k), 20),
+                        time_graph(launcher(m, h, true, c, k), 20));
+          }
         }
       }
     }
