@@ -261,7 +261,7 @@ def test_cuda_clusters_at_the_grid_y_limit():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [400, 1030, 2000])
-def test_cuda_two_chunks_per_thread_same_bytes(m):
+def test_cuda_chunks_per_thread_same_bytes(m):
     """Rows of 6144 to 8192 run one 16-element chunk per thread (400 and 2000 rows: a block per row, not
     prefetching), two in half-size blocks from 1024 rows while the one-chunk grid is at most four rounds
     (1030 rows on an H200), one in a cluster of blocks per row for small calls: the same bytes, and the CPU's."""

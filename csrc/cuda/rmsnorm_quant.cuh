@@ -449,17 +449,19 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
 }
 
 // Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384),
-// and for 8192 < H <= 16384 from 1024 rows on. For 6144 <= H <= 8192 (384 to 512 chunks: one-chunk blocks
-// of 384-512 threads at <= 64 registers, two resident per SM) two from 1024 rows while the one-chunk
-// grid would take at most four rounds of resident blocks (1024-1056 rows on 132 SMs), one chunk above
-// (from eight rounds prefetching, kRmsNormPrefetchMinRounds). Sweeps, H200, session 33
-// (benchmark/NOTES.md, `rmsnorm_probe normsweep` and `cases`), µs without / with PDL, one chunk against
-// two, H=7168: M=1024 11.53 / 10.83 against 11.49 / 10.93 (with output_normed 18.37 / 17.61 against
-// 17.90 / 17.08), M=1100 12.79 / 12.20 against 12.91 / 12.19, M=1500 21.53 / 20.85 against 22.55 /
-// 21.51, M=2048 29.30 / 28.57 against 30.82 / 29.74, M=4096 (prefetching) 53.06 / 52.44 against 56.02 /
-// 54.99. Below 1024 rows two chunks win only in places, so one chunk runs there: one against two, M=460
-// 5.99 / 5.58 against 5.69 / 5.45 and M=528 6.39 / 5.99 against 6.03 / 5.62, but M=280 4.86 / 4.69
-// against 4.60 / 5.36 and M=640 7.77 / 7.34 against 8.35 / 7.86.
+// and for 8192 < H <= 16384 from 1024 rows on: blocks of half the threads, so that more of them share an SM
+// and overlap one another's barriers (session 6, benchmark/NOTES.md: H=7168 M=1024 13.17 -> 11.99 µs with
+// the kernels then). For 6144 <= H <= 8192 (384 to 512 chunks: one-chunk blocks of 384-512 threads at <= 64
+// registers, two resident per SM) two from 1024 rows while the one-chunk grid would take at most four
+// rounds of resident blocks (1024-1056 rows on 132 SMs), one chunk above (from eight rounds prefetching,
+// kRmsNormPrefetchMinRounds; session 13, against two chunks: H=8192 M=4096 63.2 -> 60.6 µs). Sweeps, H200,
+// session 33 (benchmark/NOTES.md, `rmsnorm_probe normsweep` and `cases`), µs without / with PDL, one chunk
+// against two, H=7168: M=1024 11.53 / 10.83 against 11.49 / 10.93 (with output_normed 18.37 / 17.61 against
+// 17.90 / 17.08), M=1100 12.79 / 12.20 against 12.91 / 12.19, M=1500 21.53 / 20.85 against 22.55 / 21.51,
+// M=2048 29.30 / 28.57 against 30.82 / 29.74, M=4096 (prefetching) 53.06 / 52.44 against 56.02 / 54.99.
+// Below 1024 rows two chunks win only in places, so one chunk runs there: one against two, M=460 5.99 /
+// 5.58 against 5.69 / 5.45 and M=528 6.39 / 5.99 against 6.03 / 5.62, but M=280 4.86 / 4.69 against 4.60 /
+// 5.36 and M=640 7.77 / 7.34 against 8.35 / 7.86.
 // Before session 33 two chunks ran for 1024 to 4095 rows.
 inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks, int num_sms) {
   if (num_chunks > kRmsNormMaxTeam) return 2;
