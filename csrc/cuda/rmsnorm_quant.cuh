@@ -15,7 +15,7 @@
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
 // Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
-// with CHUNKS = 2, rmsnorm_chunks_per_thread: H > 16384, and mid-sized calls of long rows; the team
+// with CHUNKS = 2, rmsnorm_chunks_per_thread: H > 16384, and calls of 1024 to 4095 long rows; the team
 // is then the power of two of half the padded chunk count), 16 elements laid out as in v2 so that
 // quantize_words applies unchanged: group g = c / L, L = GS / 16 threads per group, lane j = c % L,
 // elements [g*GS + j*8, +8) (vector u1) and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree
@@ -448,27 +448,17 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
   return num_rows * 4 <= num_sms * quarter_blocks_per_sm ? 4 : 1;
 }
 
-// Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384),
-// and for 8192 < H <= 16384 from 1024 rows on: blocks of half the threads, so that more of them share an SM
-// and overlap one another's barriers (session 6, benchmark/NOTES.md: H=7168 M=1024 13.17 -> 11.99 µs with
-// the kernels then). For 6144 <= H <= 8192 (384 to 512 chunks: one-chunk blocks of 384-512 threads at <= 64
-// registers, two resident per SM) two from 1024 rows while the one-chunk grid would take at most four
-// rounds of resident blocks (1024-1056 rows on 132 SMs), one chunk above (from eight rounds prefetching,
-// kRmsNormPrefetchMinRounds; session 13, against two chunks: H=8192 M=4096 63.2 -> 60.6 µs). Sweeps, H200,
-// session 33 (benchmark/NOTES.md, `rmsnorm_probe normsweep` and `cases`), µs without / with PDL, one chunk
-// against two, H=7168: M=1024 11.53 / 10.83 against 11.49 / 10.93 (with output_normed 18.37 / 17.61 against
-// 17.90 / 17.08), M=1100 12.79 / 12.20 against 12.91 / 12.19, M=1500 21.53 / 20.85 against 22.55 / 21.51,
-// M=2048 29.30 / 28.57 against 30.82 / 29.74, M=4096 (prefetching) 53.06 / 52.44 against 56.02 / 54.99.
-// Below 1024 rows two chunks win only in places, so one chunk runs there: one against two, M=460 5.99 /
-// 5.58 against 5.69 / 5.45 and M=528 6.39 / 5.99 against 6.03 / 5.62, but M=280 4.86 / 4.69 against 4.60 /
-// 5.36 and M=640 7.77 / 7.34 against 8.35 / 7.86.
-// Before session 33 two chunks ran for 1024 to 4095 rows.
-inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks, int num_sms) {
+// Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)
+// and for calls of 1024 to 4095 long rows (H >= 6144; above 8192 from 1024 rows on): blocks of half the
+// threads, so that more of them share an SM and overlap one another's barrier. Probe, H200, session 6
+// (benchmark/NOTES.md), µs one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384
+// 217.6 / 207.4; but H=4096 M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x
+// slower. From 4096 rows at H <= 8192 one chunk again, prefetching (kRmsNormPrefetchMinRounds): session 13,
+// µs without / with PDL, two chunks -> one prefetching: H=7168 M=4096 55.90 / 55.15 -> 53.27 / 52.99,
+// M=16384 205.3 / 204.0 -> 203.8 / 203.1, H=8192 M=4096 63.2 -> 60.6, M=16384 237.0 -> 231.2.
+inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
   if (num_chunks > kRmsNormMaxTeam) return 2;
-  if (num_chunks > 512) return num_rows >= 1024 ? 2 : 1;
-  if (num_chunks < 384) return 1;
-  const int64_t one_chunk_round = 2 * static_cast<int64_t>(num_sms);  // resident one-chunk blocks (rows)
-  return num_rows >= 1024 && num_rows <= 4 * one_chunk_round ? 2 : 1;
+  return num_chunks >= 384 && num_rows >= 1024 && (num_rows < 4096 || num_chunks > 512) ? 2 : 1;
 }
 
 // One-chunk calls prefetch (the PREFETCH kernel) when a block holds one row of H >= 4096 and the grid

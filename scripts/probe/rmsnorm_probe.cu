@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
-      if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16, sms) == 2 : chunks == 2) {
+      if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16) == 2 : chunks == 2) {
         CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
       } else {
         CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
