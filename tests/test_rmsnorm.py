@@ -202,7 +202,7 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
     blocks sharing a row (1 = none, 2..8; 0 = automatic) and PDL."""
     from sgl_quant import _C
-    # 1024 rows of 7168 run two chunks per thread, whose grid the waves cap: under one wave each block
+    # 1024 rows of 7168 run two chunks per thread (on an H200), whose grid the waves cap: under one wave each block
     # takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
     # thread on a block (cluster) per row group, whatever the waves.
     x, w, r = make_case(1024, 7168, torch.bfloat16, 21, device="cuda")
@@ -260,12 +260,15 @@ def test_cuda_clusters_at_the_grid_y_limit():
 
 
 @pytest.mark.gpu
-def test_cuda_two_chunks_per_thread_same_bytes():
-    """Calls of >= 1024 long rows run with two 16-element chunks per thread (half-size blocks), small
-    calls with one (and a cluster of blocks per row): a row's bytes are the same in both, and the CPU's."""
-    x, w, r = make_case(1030, 7168, torch.bfloat16, 25, device="cuda")
+@pytest.mark.parametrize("m", [400, 900, 2000])
+def test_cuda_chunks_per_thread_same_bytes(m):
+    """Rows of 7168 run one 16-element chunk per thread (400 and 2000 rows: a block per row, not
+    prefetching), two in half-size blocks where the one-chunk grid would take three to four rounds of
+    resident blocks (900 rows on an H200), one in a cluster of blocks per row for small calls: the same
+    bytes, and the CPU's."""
+    x, w, r = make_case(m, 7168, torch.bfloat16, 25, device="cuda")
     full = run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r)
-    for rows in (slice(0, 3), slice(1000, 1030), slice(517, 518)):
+    for rows in (slice(0, 3), slice(m - 30, m), slice(m // 2, m // 2 + 1)):
         part = run_rmsnorm(x[rows], w, 128, FP8, "col_ue8m0", residual=r[rows])
         cpu = run_rmsnorm(x[rows].cpu(), w.cpu(), 128, FP8, "col_ue8m0", residual=r[rows].cpu())
         for a, b, c in zip(full, part, cpu):

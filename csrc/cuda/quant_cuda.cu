@@ -89,9 +89,7 @@ cudaError_t launch_variant(const QuantParams& p, const LaunchOptions& o) {
 
 template <typename T, typename R, int GS, ScaleKind SK>
 cudaError_t launch_variant(const RmsNormQuantParams& p, const LaunchOptions& o) {
-  return rmsnorm_chunks_per_thread(p.quant.num_rows(), p.quant.hidden / kElemsPerThread) == 2
-             ? launch_rmsnorm_quant<T, R, GS, SK, 2>(p, o)
-             : launch_rmsnorm_quant<T, R, GS, SK, 1>(p, o);
+  return launch_rmsnorm_quant<T, R, GS, SK>(p, o);
 }
 
 template <typename T, typename R, int GS, typename P>

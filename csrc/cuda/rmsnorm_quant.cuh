@@ -15,7 +15,7 @@
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
 // Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
-// with CHUNKS = 2, rmsnorm_chunks_per_thread: H > 16384, and calls of 1024 to 4095 long rows; the team
+// with CHUNKS = 2, launch_rmsnorm_quant: H > 16384, and some mid-sized calls of long rows; the team
 // is then the power of two of half the padded chunk count), 16 elements laid out as in v2 so that
 // quantize_words applies unchanged: group g = c / L, L = GS / 16 threads per group, lane j = c % L,
 // elements [g*GS + j*8, +8) (vector u1) and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree
@@ -448,27 +448,15 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
   return num_rows * 4 <= num_sms * quarter_blocks_per_sm ? 4 : 1;
 }
 
-// Chunks per thread (the CHUNKS variant to launch): two where one block cannot hold the row (H > 16384)
-// and for calls of 1024 to 4095 long rows (H >= 6144; above 8192 from 1024 rows on): blocks of half the
-// threads, so that more of them share an SM and overlap one another's barrier. Probe, H200, session 6
-// (benchmark/NOTES.md), µs one / two chunks: H=7168 M=1024 13.17 / 11.99, M=4096 58.9 / 57.8, M=16384
-// 217.6 / 207.4; but H=4096 M=4096 32.1 / 34.2 (M=1024 7.30 / 6.65, M=16384 alike), and small M 1.3x
-// slower. From 4096 rows at H <= 8192 one chunk again, prefetching (kRmsNormPrefetchMinRounds): session 13,
-// µs without / with PDL, two chunks -> one prefetching: H=7168 M=4096 55.90 / 55.15 -> 53.27 / 52.99,
-// M=16384 205.3 / 204.0 -> 203.8 / 203.1, H=8192 M=4096 63.2 -> 60.6, M=16384 237.0 -> 231.2.
-inline int rmsnorm_chunks_per_thread(int64_t num_rows, int num_chunks) {
-  if (num_chunks > kRmsNormMaxTeam) return 2;
-  return num_chunks >= 384 && num_rows >= 1024 && (num_rows < 4096 || num_chunks > 512) ? 2 : 1;
-}
-
 // One-chunk calls prefetch (the PREFETCH kernel) when a block holds one row of H >= 4096 and the grid
 // has at least this many rounds of resident blocks (session 13: H=4096 M=16384, 31 rounds, 118.3 ->
 // 116.9 us; M=4096, 7.8 rounds, not measured to gain).
 constexpr int kRmsNormPrefetchMinRounds = 8;
 
-// Launches one variant: CHUNKS = 1 for H <= 16384 (16 * kRmsNormMaxTeam), CHUNKS = 2 for H >= 1024.
+// Launch shape and arguments of one call with CHUNKS chunks per thread (1 for H <= 16384 = 16 *
+// kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS.
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
-cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& requested) {
+cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const LaunchOptions& requested) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
     return cudaErrorInvalidValue;
@@ -537,36 +525,56 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   return launch_kernel(kernel, grid, threads, 0, opt, args);  // one block per row group (cluster == 1)
 }
 
-// Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} x {1, 2 chunks}.
-#define SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, X)                  \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, 1)        \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat, 2)        \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, 1)   \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0, 2)   \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, 1)  \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0, 2)  \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, 1)       \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat, 2)       \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, 1)  \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0, 2)  \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, 1) \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0, 2) \
-  X(__half, Fp8Range, GS, ScaleKind::kFloat, 1)               \
-  X(__half, Fp8Range, GS, ScaleKind::kFloat, 2)               \
-  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, 1)          \
-  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0, 2)          \
-  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, 1)         \
-  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0, 2)         \
-  X(__half, Int8Range, GS, ScaleKind::kFloat, 1)              \
-  X(__half, Int8Range, GS, ScaleKind::kFloat, 2)              \
-  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, 1)         \
-  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0, 2)         \
-  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, 1)        \
-  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0, 2)
+// Chunks per thread. Two where one block cannot hold the row (H > 16384), and for 8192 < H <= 16384 from
+// 1024 rows on: blocks of half the threads, so that more of them share an SM and overlap one another's
+// barriers (probe, H200, session 6, benchmark/NOTES.md, µs one / two chunks: H=7168 M=1024 13.17 / 11.99,
+// M=16384 217.6 / 207.4, the kernels then). From 8 rounds of resident blocks on, rows of H <= 8192 run
+// one chunk, prefetching (kRmsNormPrefetchMinRounds; session 13, two chunks -> one: H=7168 M=4096 55.90 /
+// 55.15 -> 53.27 / 52.99, H=8192 M=4096 63.2 -> 60.6). Below that, two chunks win only for 7168 <= H <=
+// 8192 (448-512 chunks) in calls of 3 to 4 rounds of resident one-chunk blocks (793-1056 rows on an H200),
+// where one-chunk grids end on a short fourth round; one chunk is faster elsewhere. Sweep, H200, session 34
+// (`rmsnorm_probe cases`), µs without / with PDL, one chunk against two: H=7168 M=792 (3.0 rounds) 8.76 /
+// 8.33 against 9.15 / 8.56, M=900 10.49 / 9.92 against 9.85 / 9.10, M=1024 11.48 / 10.81 against 11.53 /
+// 10.93 (with output_normed 18.24 / 17.50 against 17.84 / 17.04), M=1100 12.78 / 12.18 against 12.91 /
+// 12.21, M=1500 21.53 / 20.85 against 22.55 / 21.51 (session 33), M=600 7.56 / 7.25 against 8.14 / 7.78;
+// H=8192 M=900 11.80 / 11.19 against 11.49 / 10.81; H=6144 M=1024 9.16 / 8.46 against 10.05 / 9.36.
+// Before session 34 two chunks ran for 1024 to 4095 rows of H >= 6144.
+template <typename T, typename R, int GS, ScaleKind SK>
+cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
+  const int num_chunks = rp.quant.hidden / kElemsPerThread;
+  const int64_t num_rows = rp.quant.num_rows();
+  bool two_chunks = num_chunks > kRmsNormMaxTeam || (num_chunks > 512 && num_rows >= 1024);
+  if (num_chunks >= 448 && num_chunks <= 512 && num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
+    int occupancy = 0;  // of the one-chunk kernel that such a call would run: a block per row (team >= 32)
+    const int threads = (num_chunks + 31) / 32 * 32;
+    const cudaError_t err = resident_blocks_per_sm<rmsnorm_quant_kernel<T, R, GS, SK, 1>>(threads, 0, opt, occupancy);
+    if (err != cudaSuccess) return err;
+    const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;
+    two_chunks = num_rows > 3 * round && num_rows <= 4 * round;
+  }
+  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, SK, 2>(rp, opt)
+                    : launch_rmsnorm_quant_kernel<T, R, GS, SK, 1>(rp, opt);
+}
 
-#define SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK, CHUNKS) \
-  cudaError_t launch_rmsnorm_quant<T, R, GS, SK, CHUNKS>(const RmsNormQuantParams&, const LaunchOptions&);
-#define SGLQ_INSTANTIATE_RMSNORM_LAUNCHER(T, R, GS, SK, CHUNKS) template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK, CHUNKS)
-#define SGLQ_DECLARE_RMSNORM_LAUNCHER(T, R, GS, SK, CHUNKS) extern template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK, CHUNKS)
+// Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} (each with its one- and
+// two-chunk kernels).
+#define SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, X)               \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat)        \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0)   \
+  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0)  \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat)       \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0)  \
+  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0) \
+  X(__half, Fp8Range, GS, ScaleKind::kFloat)               \
+  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0)          \
+  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0)         \
+  X(__half, Int8Range, GS, ScaleKind::kFloat)              \
+  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0)         \
+  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0)
+
+#define SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK) \
+  cudaError_t launch_rmsnorm_quant<T, R, GS, SK>(const RmsNormQuantParams&, const LaunchOptions&);
+#define SGLQ_INSTANTIATE_RMSNORM_LAUNCHER(T, R, GS, SK) template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK)
+#define SGLQ_DECLARE_RMSNORM_LAUNCHER(T, R, GS, SK) extern template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK)
 
 }  // namespace sgl_quant

@@ -13,8 +13,8 @@
 //                  (both warp-sum buffers; one-chunk blocks and clusters take one row group each)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
-//   rms cases M:H,... C,... K,...  the given cases in clusters of C blocks with K chunks per thread (0: as
-//                  dispatched; K defaults to 0), two rounds
+//   rms cases M:H,... C,... K,... N,...  the given cases in clusters of C blocks with K chunks per thread (0: as
+//                  dispatched; K defaults to 0), without (N = 0, the default) or with (1) output_normed, two rounds
 //   rms once M H   one launch as dispatched (for ncu)
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, and of
 //                  three long calls (the prefetching kernel), one file per shape (compare two builds with cmp)
@@ -77,15 +77,17 @@ int main(int argc, char** argv) {
     p.weight = w; p.residual = r; p.output_normed = with_normed ? nrm : nullptr; p.norm_eps = 1e-6f;
     return p;
   };
-  // chunks: 0 as the extension dispatches (rmsnorm_chunks_per_thread), else 1 or 2 chunks per thread
+  // chunks: 0 as the extension dispatches (launch_rmsnorm_quant), else 1 or 2 chunks per thread
   auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 64) {  // 64: the extension's default
     return [=](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
-      if (chunks == 0 ? rmsnorm_chunks_per_thread(m, h / 16) == 2 : chunks == 2) {
-        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
+      if (chunks == 0) {
+        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat>(params(m, h), o)));
+      } else if (chunks == 2) {
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
       } else {
-        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
       }
     };
   };
@@ -193,17 +195,23 @@ int main(int argc, char** argv) {
     std::vector<int> clusters, chunks;
     for (const std::string& c : split(argc > 3 ? argv[3] : "0", ',')) clusters.push_back(std::atoi(c.c_str()));
     for (const std::string& c : split(argc > 4 ? argv[4] : "0", ',')) chunks.push_back(std::atoi(c.c_str()));
-    std::printf("%-25s %8s %7s %9s %9s\n", "problem", "cluster", "chunks", "us", "us PDL");
+    std::vector<int> normed;  // argv[5]: 0 without output_normed, 1 with (default 0)
+    for (const std::string& n : split(argc > 5 ? argv[5] : "0", ',')) normed.push_back(std::atoi(n.c_str()));
+    std::printf("%-25s %6s %8s %7s %9s %9s\n", "problem", "normed", "cluster", "chunks", "us", "us PDL");
     for (int round = 0; round < 2; ++round) {
       for (const auto& [m, h] : cases) {
-        for (int c : clusters) {
-          for (int k : chunks) {
-            std::printf("rms M=%-5d H=%-5d r%d    %8d %7d %9.3f %9.3f\n", m, h, round, c, k, time_graph(launcher(m, h, false, c, k), 20),
-                        time_graph(launcher(m, h, true, c, k), 20));
+        for (int nm : normed) {
+          with_normed = nm != 0;
+          for (int c : clusters) {
+            for (int k : chunks) {
+              std::printf("rms M=%-5d H=%-5d r%d    %6d %8d %7d %9.3f %9.3f\n", m, h, round, nm, c, k,
+                          time_graph(launcher(m, h, false, c, k), 20), time_graph(launcher(m, h, true, c, k), 20));
+            }
           }
         }
       }
     }
+    with_normed = false;
     return 0;
   }
   if (mode == "capture") {  // M=1, 64 H=7168 in clusters of 1 and 4, graphs captured as here and as torch does
