@@ -531,8 +531,9 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
 // M=16384 217.6 / 207.4, the kernels then). From 8 rounds of resident blocks on, rows of H <= 8192 run
 // one chunk, prefetching (kRmsNormPrefetchMinRounds; session 13, two chunks -> one: H=7168 M=4096 55.90 /
 // 55.15 -> 53.27 / 52.99, H=8192 M=4096 63.2 -> 60.6). Below that, two chunks win only for 7168 <= H <=
-// 8192 (448-512 chunks) in calls of 3 to 4 rounds of resident one-chunk blocks (793-1056 rows on an H200),
-// where one-chunk grids end on a short fourth round; one chunk is faster elsewhere. Sweep, H200, session 34
+// 8192 (448-512 chunks) in calls of more than 3 and at most 4 rounds of resident one-chunk blocks (793-1056
+// rows on an H200); one chunk is faster elsewhere (at H = 6144 two-chunk blocks leave a quarter of their
+// chunk slots empty: 384 chunks on 256 threads x 2). Sweep, H200, session 34
 // (`rmsnorm_probe cases`), µs without / with PDL, one chunk against two: H=7168 M=792 (3.0 rounds) 8.76 /
 // 8.33 against 9.15 / 8.56, M=900 10.49 / 9.92 against 9.85 / 9.10, M=1024 11.48 / 10.81 against 11.53 /
 // 10.93 (with output_normed 18.24 / 17.50 against 17.84 / 17.04), M=1100 12.78 / 12.18 against 12.91 /
