@@ -448,6 +448,9 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
   return num_rows * 4 <= num_sms * quarter_blocks_per_sm ? 4 : 1;
 }
 
+// Warps of a one-chunk block that holds a 1/cluster share of a row of num_chunks (> 32) chunks.
+inline int rmsnorm_warps_per_block(int num_chunks, int cluster) { return (num_chunks + 32 * cluster - 1) / (32 * cluster); }
+
 // One-chunk calls prefetch (the PREFETCH kernel) when a block holds one row of H >= 4096 and the grid
 // has at least this many rounds of resident blocks (session 13: H=4096 M=16384, 31 rounds, 118.3 ->
 // 116.9 us; M=4096, 7.8 rounds, not measured to gain).
@@ -472,13 +475,12 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
     if (num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
       cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
     }
-    auto warps_per_block = [num_chunks](int c) { return (num_chunks + 32 * c - 1) / (32 * c); };
     // every block holds chunks, and the row's warps fit the 32 slots of the warp-sum butterfly
-    while (cluster > 1 && ((cluster - 1) * warps_per_block(cluster) * 32 >= num_chunks ||
-                           cluster * warps_per_block(cluster) > 32)) {
+    while (cluster > 1 && ((cluster - 1) * rmsnorm_warps_per_block(num_chunks, cluster) * 32 >= num_chunks ||
+                           cluster * rmsnorm_warps_per_block(num_chunks, cluster) > 32)) {
       --cluster;
     }
-    if (num_chunks > 32) team = warps_per_block(cluster) * 32;
+    if (num_chunks > 32) team = rmsnorm_warps_per_block(num_chunks, cluster) * 32;
   }
   const int threads = team >= 32 ? team : kRmsNormSmallTeamBlock;
   const int rows_per_block = threads / team;
@@ -547,7 +549,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   bool two_chunks = num_chunks > kRmsNormMaxTeam || (num_chunks > 512 && num_rows >= 1024);
   if (num_chunks >= 448 && num_chunks <= 512 && num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
     int occupancy = 0;  // of the one-chunk kernel that such a call would run: a block per row (team >= 32)
-    const int threads = (num_chunks + 31) / 32 * 32;
+    const int threads = rmsnorm_warps_per_block(num_chunks, 1) * 32;
     const cudaError_t err = resident_blocks_per_sm<rmsnorm_quant_kernel<T, R, GS, SK, 1>>(threads, 0, opt, occupancy);
     if (err != cudaSuccess) return err;
     const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;

@@ -49,7 +49,6 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "table";
   const int kMaxM = mode == "check" ? 1024 : 16384, kMaxH = 16384;
   uint16_t *x, *r, *r0, *w, *nrm;
-  bool with_normed = false;  // output_normed written (mode "normed")
   uint8_t* q;
   float* s;
   CK(cudaMalloc(&x, size_t(kMaxM) * kMaxH * 2));
@@ -65,7 +64,7 @@ int main(int argc, char** argv) {
   CK(cudaDeviceSynchronize());
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  auto params = [&](int m, int h) {
+  auto params = [&](int m, int h, bool normed) {  // normed: output_normed written
     RmsNormQuantParams p;
     QuantParams& qp = p.quant;
     qp.input = x; qp.output_q = q; qp.output_s = s;
@@ -74,20 +73,21 @@ int main(int argc, char** argv) {
     qp.s_row_stride = 1; qp.s_group_stride = m4;  // column-major, TMA-aligned
     qp.hidden = h; qp.groups_per_row = h / 128; qp.group_size = 128; qp.eps = 1e-10f;
     qp.scale_kind = ScaleKind::kFloat;
-    p.weight = w; p.residual = r; p.output_normed = with_normed ? nrm : nullptr; p.norm_eps = 1e-6f;
+    p.weight = w; p.residual = r; p.output_normed = normed ? nrm : nullptr; p.norm_eps = 1e-6f;
     return p;
   };
   // chunks: 0 as the extension dispatches (launch_rmsnorm_quant), else 1 or 2 chunks per thread
-  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 64) {  // 64: the extension's default
+  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 64,  // 64: the extension's default
+                      bool normed = false) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
       if (chunks == 0) {
-        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat>(params(m, h), o)));
+        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat>(params(m, h, normed), o)));
       } else if (chunks == 2) {
-        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h), o)));
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h, normed), o)));
       } else {
-        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h), o)));
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h, normed), o)));
       }
     };
   };
@@ -201,17 +201,16 @@ int main(int argc, char** argv) {
     for (int round = 0; round < 2; ++round) {
       for (const auto& [m, h] : cases) {
         for (int nm : normed) {
-          with_normed = nm != 0;
           for (int c : clusters) {
             for (int k : chunks) {
               std::printf("rms M=%-5d H=%-5d r%d    %6d %8d %7d %9.3f %9.3f\n", m, h, round, nm, c, k,
-                          time_graph(launcher(m, h, false, c, k), 20), time_graph(launcher(m, h, true, c, k), 20));
+                          time_graph(launcher(m, h, false, c, k, 64, nm != 0), 20),
+                          time_graph(launcher(m, h, true, c, k, 64, nm != 0), 20));
             }
           }
         }
       }
     }
-    with_normed = false;
     return 0;
   }
   if (mode == "capture") {  // M=1, 64 H=7168 in clusters of 1 and 4, graphs captured as here and as torch does
@@ -239,19 +238,16 @@ int main(int argc, char** argv) {
   auto normed_table = [&](const std::vector<std::pair<int, int>>& shapes) {
     std::printf("%-22s %7s %9s %9s\n", "problem", "normed", "us", "us PDL");
     for (int nm : {0, 1}) {
-      with_normed = nm == 1;
       for (const auto& [m, h] : shapes) {
-        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", m, h, nm, time_graph(launcher(m, h, false), 20),
-                    time_graph(launcher(m, h, true), 20));
+        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", m, h, nm, time_graph(launcher(m, h, false, 0, 0, 64, nm == 1), 20),
+                    time_graph(launcher(m, h, true, 0, 0, 64, nm == 1), 20));
       }
     }
-    with_normed = false;
   };
   if (mode == "normsweep") {  // launch shapes without and with output_normed: clusters 1, 2, 4 (one chunk), two chunks
     std::printf("%-22s %7s %9s %9s %9s\n", "problem", "normed", "shape", "us", "us PDL");
     for (int round = 0; round < 2; ++round) {
       for (int nm : {0, 1}) {
-        with_normed = nm == 1;
         for (int h : {7168, 4096}) {
           for (int m : {64, 128, 256, 512, 1024, 2048, 4096}) {
             for (int shape = 0; shape < 5; ++shape) {  // 0 as dispatched, 1/2/3 one chunk in clusters of 1/2/4, 4 two chunks
@@ -260,12 +256,12 @@ int main(int argc, char** argv) {
               const int chunks = shape == 0 ? 0 : shape == 4 ? 2 : 1;
               const char* names[5] = {"dispatch", "1ch-c1", "1ch-c2", "1ch-c4", "2ch"};
               std::printf("rms M=%-5d H=%-5d r%d %7d %9s %9.3f %9.3f\n", m, h, round, nm, names[shape],
-                          time_graph(launcher(m, h, false, cluster, chunks), 20), time_graph(launcher(m, h, true, cluster, chunks), 20));
+                          time_graph(launcher(m, h, false, cluster, chunks, 64, nm == 1), 20),
+                          time_graph(launcher(m, h, true, cluster, chunks, 64, nm == 1), 20));
             }
           }
         }
       }
-      with_normed = false;
     }
     return 0;
   }
