@@ -1,11 +1,12 @@
-// Shared by the probes: a CUDA error check and graph-replay timing (median µs per launch over 25
-// replays of a CUDA graph, after 200 replays to ramp the clocks up), as the benchmark times: the graph
-// holds as many launches as take about 10 ms (at least `calls`), so that the graph's own launch (a few
-// µs, inside each replay's events) adds nothing visible per launch (20 launches per graph, as until
+// Shared by the probes: a CUDA error check, a bf16 fill, and graph-replay timing (median µs per launch
+// over 25 replays of a CUDA graph, after 200 replays to ramp the clocks up), as the benchmark times: the
+// graph holds as many launches as take about 10 ms (at least `calls`), so that the graph's own launch (a
+// few µs, inside each replay's events) adds nothing visible per launch (20 launches per graph, as until
 // session 6, added ~0.2 µs to every small call).
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -15,6 +16,15 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); std::exit(1); } } while (0)
+
+// bf16 values of about +-4 (exponents 2^-1 .. 2^2, both signs) from a hash of the index and seed.
+__global__ void fill_bf16_kernel(uint16_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = static_cast<uint16_t>(0x3c00 + (h & 0x3ff) + ((h >> 10) & 1) * 0x8000 + ((h >> 11) & 3) * 0x80);
+  }
+}
 
 // true: capture and instantiate as torch.cuda.graph does (global capture mode, auto-free on launch)
 bool g_torch_like_capture = false;

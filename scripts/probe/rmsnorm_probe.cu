@@ -37,14 +37,6 @@
 
 using namespace sgl_quant;
 
-__global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values of about +-4
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = static_cast<uint16_t>(0x3c00 + (h & 0x3ff) + ((h >> 10) & 1) * 0x8000 + ((h >> 11) & 3) * 0x80);
-  }
-}
-
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "table";
   const int kMaxM = mode == "check" ? 1024 : 16384, kMaxH = 16384;
@@ -58,9 +50,9 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&nrm, size_t(kMaxM) * kMaxH * 2));
   CK(cudaMalloc(&q, size_t(kMaxM) * kMaxH));
   CK(cudaMalloc(&s, size_t(kMaxM) * (kMaxH / 128) * 4));
-  fill_kernel<<<1024, 256>>>(x, size_t(kMaxM) * kMaxH, 1);
-  fill_kernel<<<1024, 256>>>(r, size_t(kMaxM) * kMaxH, 2);
-  fill_kernel<<<64, 256>>>(w, kMaxH, 3);
+  fill_bf16_kernel<<<1024, 256>>>(x, size_t(kMaxM) * kMaxH, 1);
+  fill_bf16_kernel<<<1024, 256>>>(r, size_t(kMaxM) * kMaxH, 2);
+  fill_bf16_kernel<<<64, 256>>>(w, kMaxH, 3);
   CK(cudaDeviceSynchronize());
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -98,7 +90,7 @@ int main(int argc, char** argv) {
   };
   auto run_and_read = [&](int m, int h, const std::function<void(cudaStream_t)>& launch) {
     const size_t nq = size_t(m) * h, ns = size_t((m + 3) / 4 * 4) * (h / 128) * 4;
-    fill_kernel<<<64, 256>>>(r, nq, 7);
+    fill_bf16_kernel<<<64, 256>>>(r, nq, 7);
     CK(cudaMemset(q, 0xA5, nq));
     CK(cudaMemset(s, 0xA5, ns));
     launch(0);

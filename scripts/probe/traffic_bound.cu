@@ -24,14 +24,6 @@
 
 using namespace sgl_quant;
 
-__global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values of about +-4
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = static_cast<uint16_t>(0x3c00 + (h & 0x3ff) + ((h >> 10) & 1) * 0x8000 + ((h >> 11) & 3) * 0x80);
-  }
-}
-
 struct TrafficArgs {
   const uint4* x;
   uint4* r;
@@ -125,9 +117,9 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&nrm, n * 2));
   CK(cudaMalloc(&q, n));
   CK(cudaMalloc(&s, size_t(max_m + 3) / 4 * 4 * (h / 128) * 4));
-  fill_kernel<<<1024, 256>>>(x, n, 1);
-  fill_kernel<<<1024, 256>>>(r, n, 2);
-  fill_kernel<<<64, 256>>>(w, h, 3);
+  fill_bf16_kernel<<<1024, 256>>>(x, n, 1);
+  fill_bf16_kernel<<<1024, 256>>>(r, n, 2);
+  fill_bf16_kernel<<<64, 256>>>(w, h, 3);
   CK(cudaDeviceSynchronize());
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -183,7 +175,7 @@ int main(int argc, char** argv) {
           cols[2 + k] = both([&](cudaStream_t st, bool pdl) { launch_traffic<2, true, true>(ap, m, threads, pdl, st, smem_of[k]); });
           if (k == 0) std::printf("(row-sync PF: %d blocks per SM)\n", occupancy);
         }
-        fill_kernel<<<1024, 256>>>(r, n, 2);  // the traffic kernels' adds leave no bf16 values to normalize
+        fill_bf16_kernel<<<1024, 256>>>(r, n, 2);  // the traffic kernels' adds leave no bf16 values to normalize
         CK(cudaDeviceSynchronize());
         cols[5] = both([&](cudaStream_t st, bool pdl) { fused(m, normed != 0, pdl)(st); });
         std::printf("M=%-5d H=%-5d %6d |", m, h, normed);
@@ -226,7 +218,7 @@ int main(int argc, char** argv) {
           row_sync[pdl] = time_graph([&](cudaStream_t st) { launch_traffic<2, true>(a, m, h / 16, pdl != 0, st); }, 20);
         }
       }
-      fill_kernel<<<1024, 256>>>(r, n, 2);  // the traffic kernel's adds leave no bf16 values to normalize
+      fill_bf16_kernel<<<1024, 256>>>(r, n, 2);  // the traffic kernel's adds leave no bf16 values to normalize
       CK(cudaDeviceSynchronize());
       const double bytes = double(m) * h * (normed ? 9 : 7) + double(m) * (h / 128) * 4;
       std::printf("M=%-5d H=%-5d %6d | %-8s %8.3f | %-8s %8.3f | %9.3f %9.3f | %9.3f %9.3f | %.2f us at 4.2 TB/s\n", m, h,
