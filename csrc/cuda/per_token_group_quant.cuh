@@ -198,11 +198,12 @@ __device__ __forceinline__ void pdl_allow_dependents_if(bool allow) {
 }
 
 // The probes (scripts/probe/) build the kernels with SGLQ_PROBE_PHASES: thread 0 of block 0 then records
-// %globaltimer at the kernel's phases (`dep`: a value the phase waits for). Empty otherwise.
+// %globaltimer at the kernel's phases (`dep`: a value the phase waits for). Empty otherwise. Blocks are
+// numbered linearly (x fastest): the fused op's clustered launches have a 2-D grid.
 #ifdef SGLQ_PROBE_PHASES
 __device__ unsigned long long g_probe_phases[8];
 #define SGLQ_PROBE_PHASE(i, dep)                                                        \
-  if (blockIdx.x == 0 && threadIdx.x == 0) {                                            \
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {                         \
     unsigned long long t_;                                                              \
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"(dep) : "memory");        \
     g_probe_phases[i] = t_;                                                             \
@@ -211,10 +212,10 @@ __device__ unsigned long long g_probe_phases[8];
 constexpr int kProbeMaxBlocks = 16384;
 __device__ unsigned long long g_probe_blocks[2 * kProbeMaxBlocks];
 #define SGLQ_PROBE_BLOCK(i)                                                             \
-  if (threadIdx.x == 0 && blockIdx.x < kProbeMaxBlocks) {                               \
+  if (const unsigned b_ = blockIdx.x + blockIdx.y * gridDim.x; threadIdx.x == 0 && b_ < kProbeMaxBlocks) { \
     unsigned long long t_;                                                              \
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)::"memory");                    \
-    g_probe_blocks[2 * blockIdx.x + (i)] = t_;                                          \
+    g_probe_blocks[2 * b_ + (i)] = t_;                                                  \
   }
 #else
 #define SGLQ_PROBE_PHASE(i, dep)
