@@ -547,6 +547,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   const int64_t num_rows = rp.quant.num_rows();
   bool two_chunks = num_chunks > kRmsNormMaxTeam || (num_chunks > 512 && num_rows >= 1024);
+  // (a round holds at least num_sms rows: calls of at most 3 * num_sms rows run one chunk without the query)
   if (num_chunks >= 448 && num_chunks <= 512 && num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
     int occupancy = 0;  // of the one-chunk kernel that such a call would run: a block per row (team >= 32)
     const int threads = rmsnorm_warps_per_block(num_chunks, 1) * 32;
