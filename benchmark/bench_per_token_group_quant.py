@@ -389,7 +389,7 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    defaults = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
+    defaults = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages]
     lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; waves cap masked grids only, "
              f"default masked 0x{defaults[2]})",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]

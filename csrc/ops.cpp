@@ -47,8 +47,8 @@ STABLE_TORCH_LIBRARY(sgl_quant, m) {
 #if defined(SGL_QUANT_WITH_CUDA)
 namespace sgl_quant {
 // csrc/cuda/quant_cuda.cu. Returns an error message, empty when the arguments are valid.
-std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster);
-void launch_config(int out[4]);  // the same four, now
+std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster, int rmsnorm_stages);
+void launch_config(int out[5]);  // the same five, now
 }  // namespace sgl_quant
 #endif
 
@@ -96,14 +96,17 @@ PyObject* build_info(PyObject*, PyObject*) {
 // Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
 // the fused op's two-chunk grids, masked_waves the masked layout's, at that many rounds of resident
 // blocks (dense v2 grids have a block per task group, the fused op's one-chunk grids a block per row
-// group, both uncapped); rmsnorm_cluster: blocks per row of the fused op,
-// 0 = automatic; defaults in csrc/cuda/quant_cuda.cu).
+// group, both uncapped); rmsnorm_cluster: blocks per row of the fused op, 0 = automatic;
+// rmsnorm_stages: rows in flight per block of its STAGED kernel where a block takes a row (clusters
+// win), 0 = automatic, -1 = never; defaults in csrc/cuda/quant_cuda.cu).
 PyObject* set_launch_config_py(PyObject*, PyObject* args) {
-  int block_threads = 0, waves = 0, masked_waves = 0, rmsnorm_cluster = 0;
-  if (!PyArg_ParseTuple(args, "iii|i:_set_launch_config", &block_threads, &waves, &masked_waves, &rmsnorm_cluster)) {
+  int block_threads = 0, waves = 0, masked_waves = 0, rmsnorm_cluster = 0, rmsnorm_stages = 0;
+  if (!PyArg_ParseTuple(args, "iii|ii:_set_launch_config", &block_threads, &waves, &masked_waves, &rmsnorm_cluster,
+                        &rmsnorm_stages)) {
     return nullptr;
   }
-  const std::string error = sgl_quant::set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster);
+  const std::string error =
+      sgl_quant::set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages);
   if (!error.empty()) {
     PyErr_SetString(PyExc_RuntimeError, error.c_str());
     return nullptr;
@@ -112,9 +115,9 @@ PyObject* set_launch_config_py(PyObject*, PyObject* args) {
 }
 
 PyObject* launch_config_py(PyObject*, PyObject*) {
-  int c[4];
+  int c[5];
   sgl_quant::launch_config(c);
-  return Py_BuildValue("[iiii]", c[0], c[1], c[2], c[3]);
+  return Py_BuildValue("[iiiii]", c[0], c[1], c[2], c[3], c[4]);
 }
 #endif
 
@@ -122,9 +125,10 @@ PyMethodDef methods[] = {
     {"build_info", build_info, METH_NOARGS, "Version, torch/CUDA it was built with, compiled CUDA archs"},
 #if defined(SGL_QUANT_WITH_CUDA)
     {"_set_launch_config", set_launch_config_py, METH_VARARGS,
-     "_set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster=0): launch shape of the CUDA kernels "
-     "(benchmarking)"},
-    {"_launch_config", launch_config_py, METH_NOARGS, "[block_threads, waves, masked_waves, rmsnorm_cluster] now in use"},
+     "_set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster=0, rmsnorm_stages=0): launch shape of "
+     "the CUDA kernels (benchmarking)"},
+    {"_launch_config", launch_config_py, METH_NOARGS,
+     "[block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages] now in use"},
 #endif
     {nullptr, nullptr, 0, nullptr},
 };

@@ -260,18 +260,22 @@ def test_launch_config_hook():
     bad shapes refused with the argument named, leaving the shape in use unchanged."""
     from sgl_quant import _C
     defaults = _C._launch_config()
-    assert defaults == [0, 64, 1, 0]  # automatic block size, 64 waves (fused op), 1 wave masked, automatic cluster
+    # automatic block size, 64 waves (fused op), 1 wave masked, automatic cluster and stages
+    assert defaults == [0, 64, 1, 0, 0]
     try:
-        _C._set_launch_config(128, 4, 2, 3)
-        assert _C._launch_config() == [128, 4, 2, 3]
+        _C._set_launch_config(128, 4, 2, 3, 5)
+        assert _C._launch_config() == [128, 4, 2, 3, 5]
         for bad, match in [((48, 4, 2), "block_threads must be 0"), ((1024, 4, 2), "block_threads must be 0"),
                            ((0, 0, 2), "waves must be in"), ((0, 4, 65), "masked_waves must be in"),
-                           ((0, 4, 2, 9), "rmsnorm_cluster must be 0"), ((0, 4, 2, -1), "rmsnorm_cluster must be 0")]:
+                           ((0, 4, 2, 9), "rmsnorm_cluster must be 0"), ((0, 4, 2, -1), "rmsnorm_cluster must be 0"),
+                           ((0, 4, 2, 0, 17), "rmsnorm_stages must be 0"), ((0, 4, 2, 0, -2), "rmsnorm_stages must be 0")]:
             with pytest.raises(RuntimeError, match=match):
                 _C._set_launch_config(*bad)
-        assert _C._launch_config() == [128, 4, 2, 3]
-        _C._set_launch_config(128, 4, 2)  # the cluster is optional: automatic
-        assert _C._launch_config() == [128, 4, 2, 0]
+        assert _C._launch_config() == [128, 4, 2, 3, 5]
+        _C._set_launch_config(128, 4, 2, 0, -1)  # never staged
+        assert _C._launch_config() == [128, 4, 2, 0, -1]
+        _C._set_launch_config(128, 4, 2)  # the cluster and the stages are optional: automatic
+        assert _C._launch_config() == [128, 4, 2, 0, 0]
     finally:
         _C._set_launch_config(*defaults)
 

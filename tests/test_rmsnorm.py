@@ -200,7 +200,8 @@ def test_cuda_hidden_sizes(hidden):
 @pytest.mark.gpu
 def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
-    blocks sharing a row (1 = none, 2..8; 0 = automatic) and PDL."""
+    blocks sharing a row (1 = none, 2..8; 0 = automatic), the STAGED kernel's stages (1..3 forced where a
+    block takes a row; clusters win; -1 never) and PDL."""
     from sgl_quant import _C
     # 1024 rows of 7168 run two chunks per thread (on an H200), whose grid the waves cap: under one wave each block
     # takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
@@ -220,16 +221,19 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
 
     defaults = _C._launch_config()
     try:
-        _C._set_launch_config(defaults[0], defaults[1], defaults[2], 1)
+        _C._set_launch_config(defaults[0], defaults[1], defaults[2], 1, -1)
         want = run_all()
-        for waves, pdl, cluster in ((1, False, 1), (1, True, 0), (3, None, 2), (64, False, 4), (16, True, 3),
-                                    (16, False, 7), (2, True, 8), (1, False, 4), (1, True, 8), (1, None, 2)):
-            _C._set_launch_config(defaults[0], waves, defaults[2], cluster)
+        for waves, pdl, cluster, stages in ((1, False, 1, 0), (1, True, 0, 0), (3, None, 2, 0), (64, False, 4, 0),
+                                            (16, True, 3, 0), (16, False, 7, 0), (2, True, 8, 0), (1, False, 4, 0),
+                                            (1, True, 8, 0), (1, None, 2, 0), (64, False, 1, 1), (1, True, 1, 2),
+                                            (64, None, 0, 3), (64, True, 2, 2), (3, False, 1, -1)):
+            _C._set_launch_config(defaults[0], waves, defaults[2], cluster, stages)
             for g, wnt in zip(run_all(pdl), want):
                 for a, b in zip(g, wnt):
                     assert (a is None) == (b is None)
                     if a is not None:
-                        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"{waves=} {pdl=} {cluster=}"
+                        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), \
+                            f"{waves=} {pdl=} {cluster=} {stages=}"
     finally:
         _C._set_launch_config(*defaults)
     want = run_all()
@@ -274,6 +278,61 @@ def test_cuda_chunks_per_thread_same_bytes(m):
         for a, b, c in zip(full, part, cpu):
             assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
             assert torch.equal(b.view(torch.uint8), c.view(torch.uint8))
+
+
+def staged_launches(stages):
+    """Sets the launch hook's rmsnorm_stages (forced stages, or -1: never), returning the shape to restore."""
+    from sgl_quant import _C
+    defaults = _C._launch_config()
+    _C._set_launch_config(*defaults[:4], stages)
+    return defaults
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("with_residual", [True, False], ids=["residual", "no-residual"])
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+def test_cuda_staged_kernel_matches_cpu(dtype, out, layout, group_size, with_residual):
+    """The STAGED kernel (rows copied into shared memory; forced here through the launch hook) in every
+    variant: the CPU's bytes as test_cuda_matches_cpu checks them (a block per row of 2048: 128 threads)."""
+    from sgl_quant import _C
+    x, w, r = make_case(33, 2048, dtype, 900 + group_size, with_residual)
+    defaults = staged_launches(2)
+    try:
+        check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=f"staged {dtype} {out} {layout} {group_size}")
+    finally:
+        _C._set_launch_config(*defaults)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, hidden, stages, with_residual, pdl", [(1024, 7168, 0, True, None), (1000, 16384, 1, False, True),
+                                                                   (1000, 16384, 3, True, False), (3000, 4096, 2, True, True)])
+def test_cuda_staged_calls_same_bytes(m, hidden, stages, with_residual, pdl):
+    """Blocks of the STAGED kernel loop over several rows, reusing their stages (1 stage: every row flips
+    its barrier's phase; 1000 rows of 16384: 1024-thread blocks, one per SM, ~8 rows each). 1024 rows of
+    7168 with output_normed run it as dispatched on an H200 (stages 0: automatic, 3-5 rounds of resident
+    blocks). The bytes equal those of launches that never stage, and the CPU's."""
+    from sgl_quant import _C
+    x, w, r = make_case(m, hidden, torch.bfloat16, m + hidden, with_residual, device="cuda")
+    defaults = _C._launch_config()
+    try:
+        got = []
+        for st in (stages, -1):
+            _C._set_launch_config(*defaults[:4], st)
+            got.append(run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r, enable_pdl=pdl))
+    finally:
+        _C._set_launch_config(*defaults)
+    for a, b in zip(*got):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    rows = slice(m - 40, m)  # the last rows: blocks' final passes
+    cpu = run_rmsnorm(x[rows].cpu(), w.cpu(), 128, FP8, "col_ue8m0", residual=None if r is None else r[rows].cpu())
+    for a, c in zip(got[0], cpu):
+        if a is not None:
+            assert torch.equal(a[rows].view(torch.uint8), c.view(torch.uint8))
 
 
 @pytest.mark.gpu

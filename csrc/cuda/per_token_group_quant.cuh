@@ -22,6 +22,8 @@
 // counts before the PDL wait, checked after it) or by every block in shared memory.
 #pragma once
 
+#include <atomic>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -1030,23 +1032,26 @@ struct LaunchOptions {
   bool pdl = false;
   bool clusters = false;    // the device runs thread-block clusters (SM90+)
   int rmsnorm_cluster = 0;  // blocks per row of the fused RMSNorm op: 0 automatic, 1 none, 2..8
+  int rmsnorm_stages = 0;   // rows in flight per block of the fused op's STAGED kernel: 0 automatic, < 0 never
 };
 
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
 
-// Blocks of `threads` of `kernel` resident per SM (at least 1), cached per kernel, device and block
-// size (an idempotent race).
+// Blocks of `threads` of `kernel` with `smem` bytes of dynamic shared memory resident per SM (at least 1),
+// cached per kernel, device and block size with the smem it was queried for (one word: a race between
+// calls stores either query whole).
 template <auto kernel>
 cudaError_t resident_blocks_per_sm(int threads, size_t smem, const LaunchOptions& opt, int& occupancy) {
   constexpr int kMaxDevices = 64, kMaxThreads = 1024;
-  static int cached_occupancy[kMaxDevices][kMaxThreads / 32 + 1] = {};
-  const bool cacheable = opt.device >= 0 && opt.device < kMaxDevices && smem == 0;
-  occupancy = cacheable ? cached_occupancy[opt.device][threads / 32] : 0;
+  static std::atomic<uint64_t> cached[kMaxDevices][kMaxThreads / 32 + 1];  // smem << 16 | occupancy (zero: none)
+  const bool cacheable = opt.device >= 0 && opt.device < kMaxDevices && smem < (uint64_t{1} << 40);
+  const uint64_t entry = cacheable ? cached[opt.device][threads / 32].load(std::memory_order_relaxed) : 0;
+  occupancy = (entry >> 16) == smem ? static_cast<int>(entry & 0xffffu) : 0;
   if (occupancy == 0) {
     const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
     if (err != cudaSuccess) return err;
-    occupancy = occupancy > 0 ? occupancy : 1;
-    if (cacheable) cached_occupancy[opt.device][threads / 32] = occupancy;
+    occupancy = occupancy > 0 ? (occupancy < 0xffff ? occupancy : 0xffff) : 1;
+    if (cacheable) cached[opt.device][threads / 32].store(smem << 16 | static_cast<uint64_t>(occupancy), std::memory_order_relaxed);
   }
   return cudaSuccess;
 }

@@ -44,6 +44,7 @@ struct LaunchTuning {
   int waves = 64;
   int masked_waves = 1;
   int rmsnorm_cluster = 0;  // 0: automatic (auto_rmsnorm_cluster)
+  int rmsnorm_stages = 0;   // 0: automatic (kRmsNormAutoStages), < 0 never
 };
 LaunchTuning g_tuning;
 
@@ -140,6 +141,7 @@ void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable
   o.pdl = enable_pdl && info.sm90;
   o.clusters = info.sm90;
   o.rmsnorm_cluster = g_tuning.rmsnorm_cluster;
+  o.rmsnorm_stages = g_tuning.rmsnorm_stages;
   cudaError_t err;
   if (is_bf16(input)) {
     err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
@@ -174,7 +176,7 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
 
 }  // namespace
 
-std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster) {
+std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster, int rmsnorm_stages) {
   if (block_threads != 0 && (block_threads < 32 || block_threads > kMaxBlockThreads || block_threads % 32 != 0)) {
     return detail::message("block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads,
                            "], got ", block_threads);
@@ -185,18 +187,24 @@ std::string set_launch_config(int block_threads, int waves, int masked_waves, in
     return detail::message("rmsnorm_cluster must be 0 (automatic) or in [1, ", kRmsNormMaxCluster, "], got ",
                            rmsnorm_cluster);
   }
+  if (rmsnorm_stages < -1 || rmsnorm_stages > kRmsNormMaxStages) {
+    return detail::message("rmsnorm_stages must be 0 (automatic), -1 (never) or in [1, ", kRmsNormMaxStages, "], got ",
+                           rmsnorm_stages);
+  }
   g_tuning.block_threads = block_threads;
   g_tuning.waves = waves;
   g_tuning.masked_waves = masked_waves;
   g_tuning.rmsnorm_cluster = rmsnorm_cluster;
+  g_tuning.rmsnorm_stages = rmsnorm_stages;
   return "";
 }
 
-void launch_config(int out[4]) {
+void launch_config(int out[5]) {
   out[0] = g_tuning.block_threads;
   out[1] = g_tuning.waves;
   out[2] = g_tuning.masked_waves;
   out[3] = g_tuning.rmsnorm_cluster;
+  out[4] = g_tuning.rmsnorm_stages;
 }
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {

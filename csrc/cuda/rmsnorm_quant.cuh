@@ -33,6 +33,10 @@
 // clustered kernel, the same sum computed in registers): the bytes are the same for every C
 // (auto_rmsnorm_cluster says when it pays).
 // Threads past the last chunk hold zeros.
+// Staged rows (the STAGED kernel, output_normed calls of 3-5 rounds of resident blocks): one chunk per
+// thread, a block per row, but a grid of resident blocks looping over the rows, each block's next rows
+// copied into its shared memory by the bulk-copy engine while it works on the current one; the same
+// chunks, order and code as above, only the loads read shared memory.
 #pragma once
 
 #include "per_token_group_quant.cuh"
@@ -70,6 +74,8 @@ __device__ __forceinline__ float ieee_sqrt(float a) {
 constexpr int kRmsNormSmallTeamBlock = 128;  // block of several small (<= 32 thread) teams
 constexpr int kRmsNormMaxTeam = 1024;
 constexpr int kRmsNormMaxCluster = 8;        // the portable cluster size limit
+constexpr int kRmsNormStageHeader = 128;     // STAGED: the stage barriers' bytes before the stages
+constexpr int kRmsNormMaxStages = kRmsNormStageHeader / 8;
 
 struct RmsNormKernelArgs {
   // The kernel's arguments fill two 64-byte constant lines, and a block's first read of each waits for
@@ -91,7 +97,8 @@ struct RmsNormKernelArgs {
   // rows_per_block (8-15): blockDim.x / team (<= 128); cluster (16-23): blocks per row (1: none, else a
   // thread-block cluster of that many; one chunk per thread only).
   uint32_t shape;
-  // The second line (56 bytes): what the kernel needs after the row's reduction.
+  // The second line (64 bytes): what the kernel needs after the row's reduction (and the STAGED kernel's
+  // stage count, read once per block).
   void* output_q;
   void* output_s;
   void* output_normed;     // null: not stored
@@ -101,12 +108,13 @@ struct RmsNormKernelArgs {
   float eps;
   float norm_eps;
   int32_t prefetch_rows;  // PREFETCH kernels: how far ahead a block prefetches rows into L2 (one round)
+  int32_t stages;         // STAGED kernels: rows of a block in flight into its shared memory (<= kRmsNormMaxStages)
 
   __host__ __device__ int team_log2() const { return static_cast<int>(shape & 0xffu); }
   __host__ __device__ int rows_per_block() const { return static_cast<int>((shape >> 8) & 0xffu); }
   __host__ __device__ int cluster() const { return static_cast<int>((shape >> 16) & 0xffu); }
 };
-static_assert(offsetof(RmsNormKernelArgs, output_q) == 48 && sizeof(RmsNormKernelArgs) == 104,
+static_assert(offsetof(RmsNormKernelArgs, output_q) == 48 && sizeof(RmsNormKernelArgs) == 112,
               "the prologue's fields fill the first constant line, the rest the second");
 
 // Thread-block cluster primitives (SM90+; the launcher uses clusters only there).
@@ -184,6 +192,21 @@ __device__ __forceinline__ void prefetch_to_l2(const void* ptr, uint32_t bytes) 
 #endif
 }
 
+// Copies `bytes` (a multiple of 16) from 16-byte aligned global memory into this block's shared memory
+// with the bulk-copy engine, and counts them on `bar` (SM90+).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(shared_addr(dst)), "l"(src), "r"(bytes), "r"(shared_addr(bar)) : "memory");
+#endif
+}
+// Orders this thread's earlier shared-memory accesses before later ones of the async proxy (bulk copies).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 // Sum of v over the lanes whose index differs in the bits of [from, to) (powers of two <= 32), lowest
 // bit first: one level of the pairwise tree per bit. Every lane of the warp must call it.
 __device__ __forceinline__ float butterfly_sum(float v, int from, int to) {
@@ -238,10 +261,16 @@ __device__ __forceinline__ void load_weight(const void* weight, const int (&offs
 // calls (M=1 H=7168 1.95 / 1.49 -> 2.03 / 1.58).
 // CLUSTERED (one chunk per thread, args.cluster > 1): the launches of row clusters, a kernel of their own
 // for the same reason, so that their warp sums can be added by tree_of_warp_sums.
-template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false, bool CLUSTERED = false>
+// STAGED (one chunk per thread, a block per row, a grid of resident blocks looping over the rows): the
+// block's next args.stages rows are copied into its shared memory by the bulk-copy engine (thread 0
+// issues a row's x and residual as two copies on the row's stage barrier), so that its loads of a row
+// are shared-memory reads and DRAM streams while the block reduces, normalizes and stores.
+template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false, bool CLUSTERED = false,
+          bool STAGED = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
   static_assert(!CLUSTERED || (CHUNKS == 1 && !PREFETCH), "clustered kernels hold one chunk per thread, no prefetch");
+  static_assert(!STAGED || (CHUNKS == 1 && !PREFETCH && !CLUSTERED), "staged kernels: one chunk per thread, a block per row");
   constexpr int L = GS / kElemsPerThread;
   const int team = args.team;
   const int team_log2 = args.team_log2();
@@ -265,14 +294,53 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // barrier completes a single phase (0).
   __shared__ alignas(8) uint64_t sums_bar;
 
+  // STAGED: the stages' barriers, then the stages (128-byte aligned), each a row of x then one of residual.
+  extern __shared__ __align__(128) uint8_t rms_staged_rows[];
+  uint64_t* const stage_bars = reinterpret_cast<uint64_t*>(rms_staged_rows);
+  const uint32_t row_bytes = static_cast<uint32_t>(args.hidden) * sizeof(T);
+  auto stage_of = [&](int s) { return reinterpret_cast<T*>(rms_staged_rows + kRmsNormStageHeader) + static_cast<int64_t>(s) * args.hidden * 2; };
+  auto stage_row = [&](int row, int s) {  // thread 0: row's x and residual into stage s
+    mbar_arrive_expect_tx(&stage_bars[s], args.residual ? 2 * row_bytes : row_bytes);
+    bulk_copy_to_shared(stage_of(s), static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride, row_bytes, &stage_bars[s]);
+    if (args.residual) {
+      bulk_copy_to_shared(stage_of(s) + args.hidden, static_cast<const T*>(args.residual) + static_cast<int64_t>(row) * args.hidden,
+                          row_bytes, &stage_bars[s]);
+    }
+  };
+
   SGLQ_PROBE_BLOCK(0);
   SGLQ_PROBE_PHASE(0, 0.0f);
   if (cluster > 1 && threadIdx.x == 0) {
     mbar_init(&sums_bar, 1);
     fence_mbar_init();
   }
+  if constexpr (STAGED) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < args.stages; ++s) mbar_init(&stage_bars[s], 1);
+      fence_mbar_init();
+    }
+    __syncthreads();
+  }
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
+  // STAGED: the block's first rows into its stages (rows blockIdx.x + s * gridDim.x), then this thread's
+  // weight vectors, read once (its chunk is the same in every row; like the rows, after the PDL wait).
+  int stage = 0;
+  uint32_t stage_parity = 0;
+  uint4 staged_weight[2] = {};
+  if constexpr (STAGED) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < args.stages; ++s) {
+        const int row = blockIdx.x + s * gridDim.x;
+        if (row < args.num_rows) stage_row(row, s);
+      }
+    }
+    const int c = threadIdx.x;
+    if (c < args.hidden / kElemsPerThread) {
+      const int chunk_offset[2] = {c / L * GS + c % L * 8, c / L * GS + c % L * 8 + GS / 2};
+      load_weight<T>(args.weight, chunk_offset, staged_weight);
+    }
+  }
   int parity = 0;
   auto normed_row_of = [&args](int row) {
     return args.output_normed ? static_cast<T*>(args.output_normed) + static_cast<int64_t>(row) * args.hidden : nullptr;
@@ -286,7 +354,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // driver's constant line 0x140, whose miss then came before the row's loads.)
   const int row_group = CLUSTERED ? blockIdx.y : blockIdx.x, row_groups = CLUSTERED ? gridDim.y : gridDim.x;
   for (int first = row_group * rows_per_block; first < args.num_rows;
-       first = CHUNKS == 1 ? args.num_rows : first + row_groups * rows_per_block) {
+       first = CHUNKS == 1 && !STAGED ? args.num_rows : first + row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
     const T* x_row = static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride;
@@ -315,14 +383,22 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       offset[k][1] = offset[k][0] + GS / 2;
       uint4 xv[2] = {}, rv[2] = {};
       wv[k][0] = wv[k][1] = make_uint4(0, 0, 0, 0);
+      if constexpr (STAGED) mbar_wait_parity(&stage_bars[stage], stage_parity);
       if (valid[k]) {
-        xv[0] = load_input_vec(x_row + offset[k][0]);
-        xv[1] = load_input_vec(x_row + offset[k][1]);
+        const T* x_src = x_row;
+        const T* r_src = res_row;
+        if constexpr (STAGED) x_src = stage_of(stage), r_src = x_src + args.hidden;
+        xv[0] = load_input_vec(x_src + offset[k][0]);
+        xv[1] = load_input_vec(x_src + offset[k][1]);
         if (res_row != nullptr) {
-          rv[0] = *reinterpret_cast<const uint4*>(res_row + offset[k][0]);
-          rv[1] = *reinterpret_cast<const uint4*>(res_row + offset[k][1]);
+          rv[0] = *reinterpret_cast<const uint4*>(r_src + offset[k][0]);
+          rv[1] = *reinterpret_cast<const uint4*>(r_src + offset[k][1]);
         }
-        if (kWeightWithRow) load_weight<T>(args.weight, offset[k], wv[k]);
+        if constexpr (STAGED) {
+          wv[k][0] = staged_weight[0], wv[k][1] = staged_weight[1];
+        } else if (kWeightWithRow) {
+          load_weight<T>(args.weight, offset[k], wv[k]);
+        }
       }
       if (cluster > 1 && k == 0) cluster_arrive_relaxed();  // this block has started (see there); once: one pass
 #pragma unroll
@@ -392,6 +468,14 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         if (args.residual) prefetch_to_l2(static_cast<const T*>(args.residual) + static_cast<int64_t>(ahead) * args.hidden, row_bytes);
       }
     }
+    if constexpr (STAGED) {  // every thread has read this stage (the barrier of the warp sums): refill it
+      const int next = first + args.stages * row_groups;
+      if (threadIdx.x == 0 && next < args.num_rows) {
+        fence_proxy_async_shared();
+        stage_row(next, stage);
+      }
+      if (++stage == args.stages) stage = 0, stage_parity ^= 1;
+    }
     SGLQ_PROBE_PHASE(2, ss);
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(args.hidden)), args.norm_eps)));
     SGLQ_PROBE_PHASE(3, inv);
@@ -456,6 +540,60 @@ inline int rmsnorm_warps_per_block(int num_chunks, int cluster) { return (num_ch
 // 116.9 us; M=4096, 7.8 rounds, not measured to gain).
 constexpr int kRmsNormPrefetchMinRounds = 8;
 
+// Output_normed calls of 448-512 chunks per row (H = 7168-8192) and more than 3, at most 5 rounds of
+// resident one-chunk blocks (793-1320 rows on an H200) run the STAGED kernel with this many stages
+// (launch_rmsnorm_quant). Sweep, H200, session 36 (benchmark/NOTES.md, results/probe/
+// h200-2026-12-04-s36-*), µs without / with PDL, as dispatched before (two chunks to 4 rounds) against
+// staged with 2 stages: H=7168 M=900 14.60 / 13.86 -> 13.38 / 14.10, M=1024 17.93 / 17.09 -> 16.87 /
+// 16.54, M=1100 20.76 / 20.01 -> 19.59 / 18.83, M=1300 24.34 / 23.66 -> 23.28 / 22.31; H=8192 M=1024
+// 21.64 / 20.87 -> 20.09 / 19.79. 3 stages: alike. Not elsewhere: without output_normed it lost as often
+// as it won (H=7168 M=900 9.94 -> 10.76, M=1024 11.54 -> 10.82), at 3 rounds or fewer it lost (M=512
+// normed 7.27 -> 7.94), and from DRAM it is ~10% slower (M=2048 normed 36.5 -> 38.1, M=16384 203.2 ->
+// 222.1): rows copied by the bulk-copy engine stream slower than the prefetching kernel's loads.
+constexpr int kRmsNormAutoStages = 2;
+
+// Lets `kernel` use up to the device's opt-in maximum of dynamic shared memory (set once per device),
+// and returns that maximum.
+template <auto kernel>
+cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};  // 0: not set yet (an idempotent race)
+  limit = opt.device >= 0 && opt.device < kMaxDevices ? cached[opt.device] : 0;
+  if (limit > 0) return cudaSuccess;
+  cudaError_t err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, opt.device);
+  if (err != cudaSuccess) return err;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
+  if (err != cudaSuccess) return err;
+  if (opt.device >= 0 && opt.device < kMaxDevices) cached[opt.device] = limit;
+  return cudaSuccess;
+}
+
+// The STAGED launch of one-chunk arguments (a block of `threads` > 32 per row) with opt.rmsnorm_stages
+// stages: a grid of resident blocks, block b taking rows b, b + grid, ..., balanced so that blocks differ
+// by at most one row. Nothing is launched (`launched` false) where the stages exceed the device's shared
+// memory.
+template <typename T, typename R, int GS, ScaleKind SK>
+cudaError_t launch_rmsnorm_quant_staged(RmsNormKernelArgs args, int64_t num_rows, int threads, const LaunchOptions& opt,
+                                        bool& launched) {
+  constexpr auto staged = rmsnorm_quant_kernel<T, R, GS, SK, 1, false, false, true>;
+  launched = false;
+  args.stages = opt.rmsnorm_stages < kRmsNormMaxStages ? opt.rmsnorm_stages : kRmsNormMaxStages;
+  // a stage holds a row of x and one of residual (unused without residual)
+  const size_t smem = kRmsNormStageHeader + static_cast<size_t>(args.stages) * 2 * args.hidden * sizeof(T);
+  int limit = 0;
+  cudaError_t err = dynamic_smem_limit<staged>(opt, limit);
+  if (err != cudaSuccess || smem > static_cast<size_t>(limit)) return err;
+  int occupancy = 0;
+  err = resident_blocks_per_sm<staged>(threads, smem, opt, occupancy);
+  if (err != cudaSuccess) return err;
+  int64_t grid = static_cast<int64_t>(opt.num_sms) * occupancy;
+  if (grid > num_rows) grid = num_rows;
+  const int64_t rows_each = (num_rows + grid - 1) / grid;
+  grid = (num_rows + rows_each - 1) / rows_each;
+  launched = true;
+  return launch_kernel(staged, grid, threads, smem, opt, args);
+}
+
 // Launch shape and arguments of one call with CHUNKS chunks per thread (1 for H <= 16384 = 16 *
 // kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS.
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
@@ -509,8 +647,14 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.eps = rp.quant.eps;
   args.norm_eps = rp.norm_eps;
   args.prefetch_rows = 0;
+  args.stages = 0;
   if constexpr (CHUNKS == 1) {
     if (cluster > 1) return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, 1, false, true>, grid, threads, 0, opt, args, cluster);
+    if (opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
+      bool launched = false;
+      const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS, SK>(args, num_rows, threads, opt, launched);
+      if (err != cudaSuccess || launched) return err;
+    }
     constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, 1, true>;
     if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
@@ -542,10 +686,13 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
 // 12.21, M=1500 21.53 / 20.85 against 22.55 / 21.51 (session 33), M=600 7.56 / 7.25 against 8.14 / 7.78;
 // H=8192 M=900 11.80 / 11.19 against 11.49 / 10.81; H=6144 M=1024 9.16 / 8.46 against 10.05 / 9.36.
 // Before session 34 two chunks ran for 1024 to 4095 rows of H >= 6144.
+// Staged rows (opt.rmsnorm_stages: 0 automatic, kRmsNormAutoStages above; < 0 never; > 0 forced) run one
+// chunk per thread.
 template <typename T, typename R, int GS, ScaleKind SK>
 cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   const int64_t num_rows = rp.quant.num_rows();
+  LaunchOptions o = opt;
   bool two_chunks = num_chunks > kRmsNormMaxTeam || (num_chunks > 512 && num_rows >= 1024);
   // (a round holds at least num_sms rows: calls of at most 3 * num_sms rows run one chunk without the query)
   if (num_chunks >= 448 && num_chunks <= 512 && num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
@@ -555,9 +702,13 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     if (err != cudaSuccess) return err;
     const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;
     two_chunks = num_rows > 3 * round && num_rows <= 4 * round;
+    if (o.rmsnorm_stages == 0 && rp.output_normed != nullptr && num_rows > 3 * round && num_rows <= 5 * round) {
+      o.rmsnorm_stages = kRmsNormAutoStages;
+    }
   }
-  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, SK, 2>(rp, opt)
-                    : launch_rmsnorm_quant_kernel<T, R, GS, SK, 1>(rp, opt);
+  if (o.rmsnorm_stages > 0 && num_chunks <= kRmsNormMaxTeam) two_chunks = false;
+  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, SK, 2>(rp, o)
+                    : launch_rmsnorm_quant_kernel<T, R, GS, SK, 1>(rp, o);
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} (each with its one- and

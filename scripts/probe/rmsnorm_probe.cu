@@ -14,7 +14,11 @@
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
 //   rms cases M:H,... C,... K,... N,...  the given cases in clusters of C blocks with K chunks per thread (0: as
-//                  dispatched; K defaults to 0), without (N = 0, the default) or with (1) output_normed, two rounds
+//                  dispatched; K defaults to 0; 10 + S: the STAGED kernel with S stages), without (N = 0, the
+//                  default) or with (1) output_normed, two rounds
+//   rms staged [check|quick]  the STAGED kernel's bytes (1-3 stages) against the dispatched kernels' over H =
+//                  1024 ... 16384 and M = 1 ... 3000 (exits 1 if any differ), then (not with "check") its times
+//                  against them at M = 256 ... 16384 ("quick": H = 7168, M = 1024 ... 16384)
 //   rms once M H   one launch as dispatched (for ncu)
 //   rms dump DIR   codes, residual and scales of H = 256 ... 16384, M = 1, 5, 64, 1024 as dispatched, and of
 //                  three long calls (the prefetching kernel), one file per shape (compare two builds with cmp)
@@ -74,7 +78,10 @@ int main(int argc, char** argv) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
       o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
-      if (chunks == 0) {
+      if (chunks >= 10) {  // the STAGED kernel with chunks - 10 stages
+        o.rmsnorm_stages = chunks - 10;
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h, normed), o)));
+      } else if (chunks == 0) {
         CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat>(params(m, h, normed), o)));
       } else if (chunks == 2) {
         CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h, normed), o)));
@@ -122,6 +129,46 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("check: %d launches, %d differ from cluster 1\n", runs, bad);
+    return bad ? 1 : 0;
+  }
+  if (mode == "staged") {  // the STAGED kernel's bytes against the dispatched kernels', then its times
+    int bad = 0, runs = 0;
+    for (int h : {1024, 4096, 7168, 8192, 16384}) {
+      for (int m : {1, 5, 64, 1024, 3000}) {
+        const Outputs want = run_and_read(m, h, launcher(m, h, false));
+        for (int st : {1, 2, 3}) {
+          const Outputs got = run_and_read(m, h, launcher(m, h, false, 1, 10 + st));
+          ++runs;
+          if (got.codes != want.codes || got.scales != want.scales || got.residual != want.residual) {
+            std::printf("DIFFERENT bytes: H=%d M=%d stages=%d (codes %d scales %d residual %d)\n", h, m, st,
+                        int(got.codes != want.codes), int(got.scales != want.scales), int(got.residual != want.residual));
+            ++bad;
+          }
+        }
+      }
+    }
+    std::printf("staged check: %d launches, %d differ from the dispatched kernels\n", runs, bad);
+    if (argc > 2 && std::string(argv[2]) == "check") return bad ? 1 : 0;
+    const bool quick = argc > 2 && std::string(argv[2]) == "quick";  // H=7168, M = 1024, 2048, 4096, 16384, 2-3 stages
+    std::printf("%-22s %7s %8s %9s %9s\n", "problem", "normed", "kernel", "us", "us PDL");
+    for (int round = 0; round < 2; ++round) {
+      for (int nm : {0, 1}) {
+        for (int h : {7168, 4096}) {
+          if (quick && h != 7168) continue;
+          for (int m : {256, 512, 1024, 2048, 4096, 8192, 16384}) {
+            if (quick && (m < 1024 || m == 8192)) continue;
+            for (int k : {0, 12, 13, 14}) {
+              if (quick && k == 14) continue;
+              if (nm == 1 && k == 14) continue;
+              std::printf("rms M=%-5d H=%-5d r%d %7d %8s %9.3f %9.3f\n", m, h, round, nm,
+                          k == 0 ? "dispatch" : k == 12 ? "staged2" : k == 13 ? "staged3" : "staged4",
+                          time_graph(launcher(m, h, false, 0, k, 64, nm == 1), 20),
+                          time_graph(launcher(m, h, true, 0, k, 64, nm == 1), 20));
+            }
+          }
+        }
+      }
+    }
     return bad ? 1 : 0;
   }
   if (mode == "dump") {  // codes, residual and scales of a few shapes as dispatched, into argv[2], for cmp across builds
