@@ -686,8 +686,8 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
 // 12.21, M=1500 21.53 / 20.85 against 22.55 / 21.51 (session 33), M=600 7.56 / 7.25 against 8.14 / 7.78;
 // H=8192 M=900 11.80 / 11.19 against 11.49 / 10.81; H=6144 M=1024 9.16 / 8.46 against 10.05 / 9.36.
 // Before session 34 two chunks ran for 1024 to 4095 rows of H >= 6144.
-// Staged rows (opt.rmsnorm_stages: 0 automatic, kRmsNormAutoStages above; < 0 never; > 0 forced) run one
-// chunk per thread.
+// Staged rows (opt.rmsnorm_stages: 0 automatic, kRmsNormAutoStages above; < 0 never; > 0 forced; SM90+)
+// run one chunk per thread.
 template <typename T, typename R, int GS, ScaleKind SK>
 cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
@@ -702,11 +702,12 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     if (err != cudaSuccess) return err;
     const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;
     two_chunks = num_rows > 3 * round && num_rows <= 4 * round;
-    if (o.rmsnorm_stages == 0 && rp.output_normed != nullptr && num_rows > 3 * round && num_rows <= 5 * round) {
+    if (o.rmsnorm_stages == 0 && o.clusters && rp.output_normed != nullptr && num_rows > 3 * round &&
+        num_rows <= 5 * round) {
       o.rmsnorm_stages = kRmsNormAutoStages;
     }
   }
-  if (o.rmsnorm_stages > 0 && num_chunks <= kRmsNormMaxTeam) two_chunks = false;
+  if (o.rmsnorm_stages > 0 && o.clusters && num_chunks <= kRmsNormMaxTeam) two_chunks = false;  // (SM90 code)
   return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, SK, 2>(rp, o)
                     : launch_rmsnorm_quant_kernel<T, R, GS, SK, 1>(rp, o);
 }
