@@ -552,8 +552,8 @@ constexpr int kRmsNormPrefetchMinRounds = 8;
 // 222.1): rows copied by the bulk-copy engine stream slower than the prefetching kernel's loads.
 constexpr int kRmsNormAutoStages = 2;
 
-// Lets `kernel` use up to the device's opt-in maximum of dynamic shared memory (set once per device),
-// and returns that maximum.
+// Lets `kernel` use as much dynamic shared memory as the device allows a block beside the kernel's static
+// shared memory (set once per device), and returns that amount.
 template <auto kernel>
 cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
   constexpr int kMaxDevices = 64;
@@ -562,6 +562,10 @@ cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
   if (limit > 0) return cudaSuccess;
   cudaError_t err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, opt.device);
   if (err != cudaSuccess) return err;
+  cudaFuncAttributes attr = {};
+  err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) return err;
+  limit -= static_cast<int>(attr.sharedSizeBytes);  // the opt-in maximum counts static and dynamic together
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (err != cudaSuccess) return err;
   if (opt.device >= 0 && opt.device < kMaxDevices) cached[opt.device] = limit;
