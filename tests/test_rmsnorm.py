@@ -180,11 +180,20 @@ def check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=""):
 @pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
 def test_cuda_matches_cpu(dtype, out, layout, group_size, with_residual):
+    from sgl_quant import _C
     # sub-warp teams (several rows per block), one-warp and multi-warp teams, odd counts
     for i, (m, groups) in enumerate([(1, 1), (70, 3), (9, 56 * 128 // group_size), (33, 20)]):
         seed = 500 + 100 * i + group_size
         x, w, r = make_case(m, groups * group_size, dtype, seed, with_residual)
         check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=f"{m}x{groups * group_size} seed {seed}")
+    # the STAGED kernel (rows copied into shared memory), forced through the launch hook: a block per row of 2048
+    x, w, r = make_case(33, 2048, dtype, 900 + group_size, with_residual)
+    defaults = _C._launch_config()
+    try:
+        _C._set_launch_config(*defaults[:4], 2)
+        check_cuda_equals_cpu(x, w, r, group_size, out, layout, what="33x2048 staged")
+    finally:
+        _C._set_launch_config(*defaults)
 
 
 @pytest.mark.gpu
@@ -278,32 +287,6 @@ def test_cuda_chunks_per_thread_same_bytes(m):
         for a, b, c in zip(full, part, cpu):
             assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
             assert torch.equal(b.view(torch.uint8), c.view(torch.uint8))
-
-
-def staged_launches(stages):
-    """Sets the launch hook's rmsnorm_stages (forced stages, or -1: never), returning the shape to restore."""
-    from sgl_quant import _C
-    defaults = _C._launch_config()
-    _C._set_launch_config(*defaults[:4], stages)
-    return defaults
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("with_residual", [True, False], ids=["residual", "no-residual"])
-@pytest.mark.parametrize("group_size", GROUP_SIZES)
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
-def test_cuda_staged_kernel_matches_cpu(dtype, out, layout, group_size, with_residual):
-    """The STAGED kernel (rows copied into shared memory; forced here through the launch hook) in every
-    variant: the CPU's bytes as test_cuda_matches_cpu checks them (a block per row of 2048: 128 threads)."""
-    from sgl_quant import _C
-    x, w, r = make_case(33, 2048, dtype, 900 + group_size, with_residual)
-    defaults = staged_launches(2)
-    try:
-        check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=f"staged {dtype} {out} {layout} {group_size}")
-    finally:
-        _C._set_launch_config(*defaults)
 
 
 @pytest.mark.gpu
