@@ -212,8 +212,9 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     blocks sharing a row (1 = none, 2..8; 0 = automatic), the STAGED kernel's stages (1..3 forced where a
     block takes a row; clusters win; -1 never) and PDL."""
     from sgl_quant import _C
-    # 1024 rows of 7168 run two chunks per thread (on an H200), whose grid the waves cap: under one wave each block
-    # takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
+    # 1024 rows of 7168 with output_normed run the STAGED kernel on an H200 (`want` never stages: two chunks per
+    # thread). The blocks of both loop over rows; the two-chunk grid is capped by the waves: under one wave each
+    # block takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
     # thread on a block (cluster) per row group, whatever the waves.
     x, w, r = make_case(1024, 7168, torch.bfloat16, 21, device="cuda")
     xs, ws, rs = make_case(300, 256, torch.float16, 22, device="cuda")  # small teams: 8 rows per warp
@@ -290,8 +291,8 @@ def test_cuda_chunks_per_thread_same_bytes(m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m, hidden, stages, with_residual, pdl", [(1024, 7168, 0, True, None), (1000, 16384, 1, False, True),
-                                                                   (1000, 16384, 3, True, False), (3000, 4096, 2, True, True)])
+@pytest.mark.parametrize("m, hidden, stages, with_residual, pdl", [
+    (1024, 7168, 0, True, None), (1000, 16384, 1, False, True), (1000, 16384, 3, True, False), (3000, 4096, 2, True, True)])
 def test_cuda_staged_calls_same_bytes(m, hidden, stages, with_residual, pdl):
     """Blocks of the STAGED kernel loop over several rows, reusing their stages (1 stage: every row flips
     its barrier's phase; 1000 rows of 16384: 1024-thread blocks, one per SM, ~8 rows each). 1024 rows of

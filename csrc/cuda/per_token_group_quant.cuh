@@ -1051,7 +1051,9 @@ cudaError_t resident_blocks_per_sm(int threads, size_t smem, const LaunchOptions
     const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, threads, smem);
     if (err != cudaSuccess) return err;
     occupancy = occupancy > 0 ? (occupancy < 0xffff ? occupancy : 0xffff) : 1;
-    if (cacheable) cached[opt.device][threads / 32].store(smem << 16 | static_cast<uint64_t>(occupancy), std::memory_order_relaxed);
+    if (cacheable) {
+      cached[opt.device][threads / 32].store(smem << 16 | static_cast<uint64_t>(occupancy), std::memory_order_relaxed);
+    }
   }
   return cudaSuccess;
 }

@@ -270,7 +270,8 @@ template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETC
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
   static_assert(!CLUSTERED || (CHUNKS == 1 && !PREFETCH), "clustered kernels hold one chunk per thread, no prefetch");
-  static_assert(!STAGED || (CHUNKS == 1 && !PREFETCH && !CLUSTERED), "staged kernels: one chunk per thread, a block per row");
+  static_assert(!STAGED || (CHUNKS == 1 && !PREFETCH && !CLUSTERED),
+                "staged kernels hold one chunk per thread, a block per row");
   constexpr int L = GS / kElemsPerThread;
   const int team = args.team;
   const int team_log2 = args.team_log2();
@@ -298,13 +299,17 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   extern __shared__ __align__(128) uint8_t rms_staged_rows[];
   uint64_t* const stage_bars = reinterpret_cast<uint64_t*>(rms_staged_rows);
   const uint32_t row_bytes = static_cast<uint32_t>(args.hidden) * sizeof(T);
-  auto stage_of = [&](int s) { return reinterpret_cast<T*>(rms_staged_rows + kRmsNormStageHeader) + static_cast<int64_t>(s) * args.hidden * 2; };
+  auto stage_of = [&](int s) {  // stage s's row of x (its row of residual follows)
+    return reinterpret_cast<T*>(rms_staged_rows + kRmsNormStageHeader) + static_cast<int64_t>(s) * args.hidden * 2;
+  };
   auto stage_row = [&](int row, int s) {  // thread 0: row's x and residual into stage s
     mbar_arrive_expect_tx(&stage_bars[s], args.residual ? 2 * row_bytes : row_bytes);
-    bulk_copy_to_shared(stage_of(s), static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride, row_bytes, &stage_bars[s]);
+    bulk_copy_to_shared(stage_of(s), static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride,
+                        row_bytes, &stage_bars[s]);
     if (args.residual) {
-      bulk_copy_to_shared(stage_of(s) + args.hidden, static_cast<const T*>(args.residual) + static_cast<int64_t>(row) * args.hidden,
-                          row_bytes, &stage_bars[s]);
+      bulk_copy_to_shared(stage_of(s) + args.hidden,
+                          static_cast<const T*>(args.residual) + static_cast<int64_t>(row) * args.hidden, row_bytes,
+                          &stage_bars[s]);
     }
   };
 
