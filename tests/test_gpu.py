@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import LAYOUTS, activation_inputs, check_silu_subnormal, compare, run_v2
+from helpers import LAYOUTS, activation_inputs, check_silu_subnormal, compare, launch_config, run_v2
 from reference import FP8
 from sgl_quant.testing import make_input, make_masked_m
 
@@ -205,7 +205,6 @@ def test_launch_shapes_give_the_same_bytes(shape):
     """Every launch shape covers every task exactly once: dense grids of one task per sub-warp under
     every block size (`waves` now caps only the fused op's grids), masked grid-stride loops of many
     rounds, and masked grids with many blocks beyond the valid rows (which stop after the count sum)."""
-    from sgl_quant import _C
     dense = make_input((333, 2 * 1792), torch.bfloat16, seed=41, device="cuda")
     masked_x = make_input((8, 96, 2 * 1024), torch.bfloat16, seed=42, device="cuda")
     masked_m = make_masked_m(8, 96, seed=42, device="cuda")
@@ -218,13 +217,9 @@ def test_launch_shapes_give_the_same_bytes(shape):
                 run_v2(masked_x, 128, FP8, "col_ue8m0", silu=True, masked_m=masked_m, enable_pdl=False),
                 run_v2(many_x, 128, FP8, "row", masked_m=many_m)]
 
-    defaults = _C._launch_config()
     want = run_all()
-    try:
-        _C._set_launch_config(*shape)
+    with launch_config(*shape):
         got = run_all()
-    finally:
-        _C._set_launch_config(*defaults)
     for (q, s, _), (q0, s0, _) in zip(got, want):
         assert torch.equal(q.view(torch.uint8), q0.view(torch.uint8)) and torch.equal(s, s0)
 
@@ -272,7 +267,6 @@ def test_small_calls_around_the_small_call_kernel(layout, group_size):
     rows, folded and unfolded batches, both launch modes and every block size: the CPU op's bytes
     (SPEC §1.1 exact layouts) or the one-step bound, nothing written outside the result, one set of
     bytes whatever the launch, and the general kernel's bytes (fp8 and int8)."""
-    from sgl_quant import _C
     exact = LAYOUTS[layout][2]
     h = 3 * max(group_size, 256)
     base = make_input((2, 12, 2 * h), torch.bfloat16, seed=90 + group_size, device="cuda")
@@ -281,17 +275,13 @@ def test_small_calls_around_the_small_call_kernel(layout, group_size):
                base[:, :4, :h].contiguous(),    # [2, 4, H]: folds into 8 rows
                base[:, :3, :h],                 # sliced batch: does not fold (general kernel)
                base[0, :5, :h].to(torch.float16)]
-    defaults = _C._launch_config()
     for x in inputs:
         cpu = run_v2(x.cpu(), group_size, FP8, layout)
         first = None
         for pdl in (False, True):
             for threads in (0, 32, 64, 512):
-                try:
-                    _C._set_launch_config(threads, defaults[1], defaults[2])
+                with launch_config(block_threads=threads):
                     gpu = run_v2(x, group_size, FP8, layout, enable_pdl=pdl)
-                finally:
-                    _C._set_launch_config(*defaults)
                 what = f"{tuple(x.shape)} stride {x.stride()} pdl={pdl} threads={threads}"
                 compare(gpu, cpu[:2], gpu[2], codes_exact=exact, scales_exact=True, max_code_fraction=2e-3, what=what)
                 if first is None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import LAYOUTS, activation_inputs, compare, run_rmsnorm, run_v2
+from helpers import LAYOUTS, activation_inputs, assert_same_bytes, compare, launch_config, run_rmsnorm, run_v2
 from reference import FP8, rmsnorm_exact, rmsnorm_fp64, ulps_apart
 from sgl_quant.testing import c_order_copy, make_masked_m
 
@@ -180,7 +180,6 @@ def check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=""):
 @pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
 def test_cuda_matches_cpu(dtype, out, layout, group_size, with_residual):
-    from sgl_quant import _C
     # sub-warp teams (several rows per block), one-warp and multi-warp teams, odd counts
     for i, (m, groups) in enumerate([(1, 1), (70, 3), (9, 56 * 128 // group_size), (33, 20)]):
         seed = 500 + 100 * i + group_size
@@ -188,12 +187,8 @@ def test_cuda_matches_cpu(dtype, out, layout, group_size, with_residual):
         check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=f"{m}x{groups * group_size} seed {seed}")
     # the STAGED kernel (rows copied into shared memory), forced through the launch hook: a block per row of 2048
     x, w, r = make_case(33, 2048, dtype, 900 + group_size, with_residual)
-    defaults = _C._launch_config()
-    try:
-        _C._set_launch_config(*defaults[:4], 2)
+    with launch_config(rmsnorm_stages=2):
         check_cuda_equals_cpu(x, w, r, group_size, out, layout, what="33x2048 staged")
-    finally:
-        _C._set_launch_config(*defaults)
 
 
 @pytest.mark.gpu
@@ -211,7 +206,6 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
     blocks sharing a row (1 = none, 2..8; 0 = automatic), the STAGED kernel's stages (1..3 forced where a
     block takes a row; clusters win; -1 never) and PDL."""
-    from sgl_quant import _C
     # 1024 rows of 7168 with output_normed run the STAGED kernel on an H200 (`want` never stages: two chunks per
     # thread). The blocks of both loop over rows; the two-chunk grid is capped by the waves: under one wave each
     # block takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
@@ -229,23 +223,16 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
                 run_rmsnorm(x2, w2, 128, torch.int8, "col_ue8m0", residual=r2, enable_pdl=pdl),
                 run_rmsnorm(x16, w16, 64, FP8, "row_ue8m0", enable_pdl=pdl)]
 
-    defaults = _C._launch_config()
-    try:
-        _C._set_launch_config(defaults[0], defaults[1], defaults[2], 1, -1)
+    with launch_config(rmsnorm_cluster=1, rmsnorm_stages=-1):
         want = run_all()
-        for waves, pdl, cluster, stages in ((1, False, 1, 0), (1, True, 0, 0), (3, None, 2, 0), (64, False, 4, 0),
-                                            (16, True, 3, 0), (16, False, 7, 0), (2, True, 8, 0), (1, False, 4, 0),
-                                            (1, True, 8, 0), (1, None, 2, 0), (64, False, 1, 1), (1, True, 1, 2),
-                                            (64, None, 0, 3), (64, True, 2, 2), (3, False, 1, -1)):
-            _C._set_launch_config(defaults[0], waves, defaults[2], cluster, stages)
-            for g, wnt in zip(run_all(pdl), want):
-                for a, b in zip(g, wnt):
-                    assert (a is None) == (b is None)
-                    if a is not None:
-                        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), \
-                            f"{waves=} {pdl=} {cluster=} {stages=}"
-    finally:
-        _C._set_launch_config(*defaults)
+    for waves, pdl, cluster, stages in ((1, False, 1, 0), (1, True, 0, 0), (3, None, 2, 0), (64, False, 4, 0),
+                                        (16, True, 3, 0), (16, False, 7, 0), (2, True, 8, 0), (1, False, 4, 0),
+                                        (1, True, 8, 0), (1, None, 2, 0), (64, False, 1, 1), (1, True, 1, 2),
+                                        (64, None, 0, 3), (64, True, 2, 2), (3, False, 1, -1)):
+        with launch_config(waves=waves, rmsnorm_cluster=cluster, rmsnorm_stages=stages):
+            got = run_all(pdl)
+        for g, wnt in zip(got, want):
+            assert_same_bytes(g, wnt, f"{waves=} {pdl=} {cluster=} {stages=}")
     want = run_all()
     for rows in (slice(7, 8), slice(0, 129), slice(111, 300)):
         part = run_rmsnorm(x[rows], w, 128, FP8, "col_tma", residual=r[rows])
@@ -258,19 +245,13 @@ def test_cuda_clusters_at_the_grid_y_limit():
     """Clustered launches run a 2-D grid (cluster, rows): at 65535 rows, gridDim.y's limit, every row is
     written by its cluster; one row more and the launcher runs one block per row. Both give the bytes of
     one block per row."""
-    from sgl_quant import _C
     x, w, r = make_case(65536, 1024, torch.bfloat16, 26, device="cuda")  # 64 chunks: clusters of 2
-    defaults = _C._launch_config()
-    try:
-        for m in (65535, 65536):
-            got = []
-            for cluster in (1, 2):
-                _C._set_launch_config(defaults[0], defaults[1], defaults[2], cluster)
+    for m in (65535, 65536):
+        got = []
+        for cluster in (1, 2):
+            with launch_config(rmsnorm_cluster=cluster):
                 got.append(run_rmsnorm(x[:m], w, 128, FP8, "col_tma", residual=r[:m], enable_pdl=False))
-            for a, b in zip(*got):
-                assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), f"{m=}"
-    finally:
-        _C._set_launch_config(*defaults)
+        assert_same_bytes(*got, f"{m=}")
 
 
 @pytest.mark.gpu
@@ -298,20 +279,12 @@ def test_cuda_staged_calls_same_bytes(m, hidden, stages, with_residual, pdl):
     its barrier's phase; 1000 rows of 16384: 1024-thread blocks, one per SM, ~8 rows each). 1024 rows of
     7168 with output_normed run it as dispatched on an H200 (stages 0: automatic, 3-5 rounds of resident
     blocks). The bytes equal those of launches that never stage, and the CPU's."""
-    from sgl_quant import _C
     x, w, r = make_case(m, hidden, torch.bfloat16, m + hidden, with_residual, device="cuda")
-    defaults = _C._launch_config()
-    try:
-        got = []
-        for st in (stages, -1):
-            _C._set_launch_config(*defaults[:4], st)
+    got = []
+    for st in (stages, -1):
+        with launch_config(rmsnorm_stages=st):
             got.append(run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r, enable_pdl=pdl))
-    finally:
-        _C._set_launch_config(*defaults)
-    for a, b in zip(*got):
-        assert (a is None) == (b is None)
-        if a is not None:
-            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    assert_same_bytes(*got)
     rows = slice(m - 40, m)  # the last rows: blocks' final passes
     cpu = run_rmsnorm(x[rows].cpu(), w.cpu(), 128, FP8, "col_ue8m0", residual=None if r is None else r[rows].cpu())
     for a, c in zip(got[0], cpu):

@@ -302,14 +302,16 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   auto stage_of = [&](int s) {  // stage s's row of x (its row of residual follows)
     return reinterpret_cast<T*>(rms_staged_rows + kRmsNormStageHeader) + static_cast<int64_t>(s) * args.hidden * 2;
   };
+  // a row's x and residual in global memory (the residual row: with a residual only)
+  auto input_row_of = [&args](int row) {
+    return static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride;
+  };
+  auto residual_row_of = [&args](int row) { return static_cast<T*>(args.residual) + static_cast<int64_t>(row) * args.hidden; };
   auto stage_row = [&](int row, int s) {  // thread 0: row's x and residual into stage s
     mbar_arrive_expect_tx(&stage_bars[s], args.residual ? 2 * row_bytes : row_bytes);
-    bulk_copy_to_shared(stage_of(s), static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride,
-                        row_bytes, &stage_bars[s]);
+    bulk_copy_to_shared(stage_of(s), input_row_of(row), row_bytes, &stage_bars[s]);
     if (args.residual) {
-      bulk_copy_to_shared(stage_of(s) + args.hidden,
-                          static_cast<const T*>(args.residual) + static_cast<int64_t>(row) * args.hidden, row_bytes,
-                          &stage_bars[s]);
+      bulk_copy_to_shared(stage_of(s) + args.hidden, residual_row_of(row), row_bytes, &stage_bars[s]);
     }
   };
 
@@ -341,7 +343,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       }
     }
     const int c = threadIdx.x;
-    if (c < args.hidden / kElemsPerThread) {
+    if (c < num_chunks) {
       const int chunk_offset[2] = {c / L * GS + c % L * 8, c / L * GS + c % L * 8 + GS / 2};
       load_weight<T>(args.weight, chunk_offset, staged_weight);
     }
@@ -362,8 +364,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
        first = CHUNKS == 1 && !STAGED ? args.num_rows : first + row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
-    const T* x_row = static_cast<const T*>(args.input) + static_cast<int64_t>(row) * args.in_row_stride;
-    T* res_row = args.residual ? static_cast<T*>(args.residual) + static_cast<int64_t>(row) * args.hidden : nullptr;
+    const T* x_row = input_row_of(row);
+    T* res_row = args.residual ? residual_row_of(row) : nullptr;
     // output_normed's row (second constant line): one-chunk kernels compute it after the reduction, so that
     // the row's loads wait for the first line only; two-chunk kernels read the second line at their top
     // anyway (loop invariants), and computing it here keeps them within 64 registers (after the reduction,
@@ -468,9 +470,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     if constexpr (PREFETCH) {  // a block per row (rows_per_block == 1, cluster == 1)
       const int ahead = first + args.prefetch_rows;
       if (threadIdx.x == 0 && ahead < args.num_rows) {
-        const uint32_t row_bytes = static_cast<uint32_t>(args.hidden) * sizeof(T);
-        prefetch_to_l2(static_cast<const T*>(args.input) + static_cast<int64_t>(ahead) * args.in_row_stride, row_bytes);
-        if (args.residual) prefetch_to_l2(static_cast<const T*>(args.residual) + static_cast<int64_t>(ahead) * args.hidden, row_bytes);
+        prefetch_to_l2(input_row_of(ahead), row_bytes);
+        if (args.residual) prefetch_to_l2(residual_row_of(ahead), row_bytes);
       }
     }
     if constexpr (STAGED) {  // every thread has read this stage (the barrier of the warp sums): refill it
@@ -710,9 +711,9 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     const cudaError_t err = resident_blocks_per_sm<rmsnorm_quant_kernel<T, R, GS, SK, 1>>(threads, 0, opt, occupancy);
     if (err != cudaSuccess) return err;
     const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;
-    two_chunks = num_rows > 3 * round && num_rows <= 4 * round;
-    if (o.rmsnorm_stages == 0 && o.clusters && rp.output_normed != nullptr && num_rows > 3 * round &&
-        num_rows <= 5 * round) {
+    const bool past_three_rounds = num_rows > 3 * round;
+    two_chunks = past_three_rounds && num_rows <= 4 * round;
+    if (o.rmsnorm_stages == 0 && o.clusters && rp.output_normed != nullptr && past_three_rounds && num_rows <= 5 * round) {
       o.rmsnorm_stages = kRmsNormAutoStages;
     }
   }
