@@ -33,7 +33,7 @@
 // clustered kernel, the same sum computed in registers): the bytes are the same for every C
 // (auto_rmsnorm_cluster says when it pays).
 // Threads past the last chunk hold zeros.
-// Staged rows (the STAGED kernel, output_normed calls of 3-5 rounds of resident blocks): one chunk per
+// Staged rows (the kStaged schedule, output_normed calls of 3-5 rounds of resident blocks): one chunk per
 // thread, a block per row, but a grid of resident blocks looping over the rows, each block's next rows
 // copied into its shared memory by the bulk-copy engine while it works on the current one; the same
 // chunks, order and code as above, only the loads read shared memory.
@@ -74,7 +74,7 @@ __device__ __forceinline__ float ieee_sqrt(float a) {
 constexpr int kRmsNormSmallTeamBlock = 128;  // block of several small (<= 32 thread) teams
 constexpr int kRmsNormMaxTeam = 1024;
 constexpr int kRmsNormMaxCluster = 8;        // the portable cluster size limit
-constexpr int kRmsNormStageHeader = 128;     // STAGED: the stage barriers' bytes before the stages
+constexpr int kRmsNormStageHeader = 128;     // kStaged: the stage barriers' bytes before the stages
 constexpr int kRmsNormMaxStages = kRmsNormStageHeader / 8;
 
 struct RmsNormKernelArgs {
@@ -97,7 +97,7 @@ struct RmsNormKernelArgs {
   // rows_per_block (8-15): blockDim.x / team (<= 128); cluster (16-23): blocks per row (1: none, else a
   // thread-block cluster of that many; one chunk per thread only).
   uint32_t shape;
-  // The second line (64 bytes): what the kernel needs after the row's reduction (and the STAGED kernel's
+  // The second line (64 bytes): what the kernel needs after the row's reduction (and the kStaged kernel's
   // stage count, read once per block).
   void* output_q;
   void* output_s;
@@ -107,8 +107,8 @@ struct RmsNormKernelArgs {
   int32_t groups_per_row;
   float eps;
   float norm_eps;
-  int32_t prefetch_rows;  // PREFETCH kernels: how far ahead a block prefetches rows into L2 (one round)
-  int32_t stages;         // STAGED kernels: rows of a block in flight into its shared memory (<= kRmsNormMaxStages)
+  int32_t prefetch_rows;  // kPrefetch kernels: how far ahead a block prefetches rows into L2 (one round)
+  int32_t stages;         // kStaged kernels: rows of a block in flight into its shared memory (<= kRmsNormMaxStages)
 
   __host__ __device__ int team_log2() const { return static_cast<int>(shape & 0xffu); }
   __host__ __device__ int rows_per_block() const { return static_cast<int>((shape >> 8) & 0xffu); }
@@ -250,37 +250,49 @@ __device__ __forceinline__ void load_weight(const void* weight, const int (&offs
   w[1] = load_input_vec(static_cast<const T*>(weight) + offset[1]);
 }
 
-// PREFETCH (one chunk per thread, a block per row, long calls: kRmsNormPrefetchMinRounds): once the
-// block has read and reduced its row, thread 0 prefetches the x and residual rows of the block that will
-// take this block's place one round of resident blocks later into L2, so that DRAM keeps streaming while
-// the resident blocks normalize and store. Probe, H200, session 13 (benchmark/NOTES.md), µs without /
-// with PDL, H=7168 one chunk: M=4096 55.66 / 55.61 -> 53.13 / 52.83, M=16384 215.1 -> 203.3 / 202.9
-// (issued at the row's start or two rounds ahead: slower; two-chunk blocks: slower); session 14, as
-// dispatched against the two-chunk kernel of before: M=4096 56.28 / 55.21 -> 53.32 / 52.87. A kernel of
-// its own: the mere code of a runtime switch rescheduled the one-chunk kernel and slowed the small
-// calls (M=1 H=7168 1.95 / 1.49 -> 2.03 / 1.58).
-// CLUSTERED (one chunk per thread, args.cluster > 1): the launches of row clusters, a kernel of their own
-// for the same reason, so that their warp sums can be added by tree_of_warp_sums.
-// STAGED (one chunk per thread, a block per row, a grid of resident blocks looping over the rows): the
-// block's next args.stages rows are copied into its shared memory by the bulk-copy engine (thread 0
-// issues a row's x and residual as two copies on the row's stage barrier), so that its loads of a row
-// are shared-memory reads and DRAM streams while the block reduces, normalizes and stores.
-template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS, bool PREFETCH = false, bool CLUSTERED = false,
-          bool STAGED = false>
+// How a kernel schedules its rows (rmsnorm_quant_kernel's template argument S; the launcher picks one per
+// call). Each schedule is a kernel of its own: the mere code of a runtime switch rescheduled the one-pass
+// kernel and slowed the small calls (session 13, for the prefetch: M=1 H=7168 1.95 / 1.49 -> 2.03 / 1.58).
+enum class RmsNormSchedule : int {
+  // One chunk per thread; the grid has a block per row group (or a slice of a block per row: teams of up
+  // to 32 chunks), and each block's loop body runs once.
+  kOnePass,
+  // Two chunks per thread (rows of more than 16384 elements, some mid-sized calls: launch_rmsnorm_quant);
+  // blocks loop over the row groups under a grid of opt.waves rounds of resident blocks.
+  kTwoChunks,
+  // kOnePass with a block per row, for long calls (kRmsNormPrefetchMinRounds): once the block has read and
+  // reduced its row, thread 0 prefetches the x and residual rows of the block that will take this block's
+  // place one round of resident blocks later into L2, so that DRAM keeps streaming while the resident
+  // blocks normalize and store. Probe, H200, session 13 (benchmark/NOTES.md), µs without / with PDL,
+  // H=7168 one chunk: M=4096 55.66 / 55.61 -> 53.13 / 52.83, M=16384 215.1 -> 203.3 / 202.9 (issued at
+  // the row's start or two rounds ahead: slower; two-chunk blocks: slower); session 14, as dispatched
+  // against the two-chunk kernel of before: M=4096 56.28 / 55.21 -> 53.32 / 52.87.
+  kPrefetch,
+  // kOnePass in thread-block clusters of args.cluster() > 1 blocks sharing a row (SM90+), whose warp sums
+  // are added by tree_of_warp_sums.
+  kClustered,
+  // One chunk per thread, a block per row, a grid of resident blocks looping over the rows (SM90+): the
+  // block's next args.stages rows are copied into its shared memory by the bulk-copy engine (thread 0
+  // issues a row's x and residual as two copies on the row's stage barrier), so that its loads of a row
+  // are shared-memory reads and DRAM streams while the block reduces, normalizes and stores.
+  kStaged,
+};
+
+template <typename T, typename R, int GS, ScaleKind SK, RmsNormSchedule S>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
-  static_assert(!PREFETCH || CHUNKS == 1, "prefetching kernels hold one chunk per thread");
-  static_assert(!CLUSTERED || (CHUNKS == 1 && !PREFETCH), "clustered kernels hold one chunk per thread, no prefetch");
-  static_assert(!STAGED || (CHUNKS == 1 && !PREFETCH && !CLUSTERED),
-                "staged kernels hold one chunk per thread, a block per row");
+  constexpr int kChunks = S == RmsNormSchedule::kTwoChunks ? 2 : 1;  // chunks per thread
+  constexpr bool kPrefetch = S == RmsNormSchedule::kPrefetch;
+  constexpr bool kClustered = S == RmsNormSchedule::kClustered;
+  constexpr bool kStaged = S == RmsNormSchedule::kStaged;
   constexpr int L = GS / kElemsPerThread;
   const int team = args.team;
   const int team_log2 = args.team_log2();
-  // blocks per row: the launcher runs the CLUSTERED kernel for every launch in clusters, and only there
-  const int cluster = CLUSTERED ? args.cluster() : 1;
+  // blocks per row: the launcher runs the kClustered kernel for every launch in clusters, and only there
+  const int cluster = kClustered ? args.cluster() : 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if (cluster > 1) __trap();  // no cluster instructions in this code (the launcher never asks for them here)
 #endif
-  const int rank = CLUSTERED ? cluster_rank() : 0;   // this block's share of the row (cluster rank)
+  const int rank = kClustered ? cluster_rank() : 0;   // this block's share of the row (cluster rank)
   const int t = rank * team + (threadIdx.x & ((1 << team_log2) - 1));  // this thread's chunk in its row
   const int lane = t % L;            // its index in its group's sub-warp (teams are multiples of L)
   const int rows_per_block = args.rows_per_block();
@@ -290,12 +302,12 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
   // alternate rows of a looping block reuse neither early: a warp writes its sum for row i + 2 into
   // buffer i % 2 only after the barrier of row i + 1, which it reaches after reading row i's.
-  __shared__ alignas(16) float warp_sums[2][CHUNKS][kRmsNormMaxTeam / 32];  // 16: tree_of_warp_sums
+  __shared__ alignas(16) float warp_sums[2][kChunks][kRmsNormMaxTeam / 32];  // 16: tree_of_warp_sums
   // Clusters take one row group each (one chunk per thread: one pass), so the exchange's transaction
   // barrier completes a single phase (0).
   __shared__ alignas(8) uint64_t sums_bar;
 
-  // STAGED: the stages' barriers, then the stages (128-byte aligned), each a row of x then one of residual.
+  // kStaged: the stages' barriers, then the stages (128-byte aligned), each a row of x then one of residual.
   extern __shared__ __align__(128) uint8_t rms_staged_rows[];
   uint64_t* const stage_bars = reinterpret_cast<uint64_t*>(rms_staged_rows);
   const uint32_t row_bytes = static_cast<uint32_t>(args.hidden) * sizeof(T);
@@ -321,7 +333,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     mbar_init(&sums_bar, 1);
     fence_mbar_init();
   }
-  if constexpr (STAGED) {
+  if constexpr (kStaged) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < args.stages; ++s) mbar_init(&stage_bars[s], 1);
       fence_mbar_init();
@@ -330,12 +342,12 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   }
   pdl_wait_for_producer();  // input and residual may come from the previous kernel
   pdl_allow_dependents();
-  // STAGED: the block's first rows into its stages (rows blockIdx.x + s * gridDim.x), then this thread's
+  // kStaged: the block's first rows into its stages (rows blockIdx.x + s * gridDim.x), then this thread's
   // weight vectors, read once (its chunk is the same in every row; like the rows, after the PDL wait).
   int stage = 0;
   uint32_t stage_parity = 0;
   uint4 staged_weight[2] = {};
-  if constexpr (STAGED) {
+  if constexpr (kStaged) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < args.stages; ++s) {
         const int row = blockIdx.x + s * gridDim.x;
@@ -359,9 +371,9 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // Clustered launches have a 2-D grid (cluster, row groups): blockIdx.x is the rank. (%clusterid.x is
   // no special register on sm_90: ptxas computes blockIdx.x / cluster in floats from a reciprocal in the
   // driver's constant line 0x140, whose miss then came before the row's loads.)
-  const int row_group = CLUSTERED ? blockIdx.y : blockIdx.x, row_groups = CLUSTERED ? gridDim.y : gridDim.x;
+  const int row_group = kClustered ? blockIdx.y : blockIdx.x, row_groups = kClustered ? gridDim.y : gridDim.x;
   for (int first = row_group * rows_per_block; first < args.num_rows;
-       first = CHUNKS == 1 && !STAGED ? args.num_rows : first + row_groups * rows_per_block) {
+       first = kChunks == 1 && !kStaged ? args.num_rows : first + row_groups * rows_per_block) {
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
     const T* x_row = input_row_of(row);
@@ -370,19 +382,19 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     // the row's loads wait for the first line only; two-chunk kernels read the second line at their top
     // anyway (loop invariants), and computing it here keeps them within 64 registers (after the reduction,
     // ptxas spilled 16 bytes).
-    constexpr bool kNormedRowEarly = CHUNKS == 2;
+    constexpr bool kNormedRowEarly = kChunks == 2;
     T* normed_row = kNormedRowEarly ? normed_row_of(row) : nullptr;
 
-    float z[CHUNKS][16];
-    bool valid[CHUNKS];
-    int offset[CHUNKS][2];  // element offsets of the chunk's two vectors in the row
+    float z[kChunks][16];
+    bool valid[kChunks];
+    int offset[kChunks][2];  // element offsets of the chunk's two vectors in the row
     // The weight is loaded with the row, so that its latency hides behind theirs, where registers allow
     // (one chunk: 58 registers; two chunks would spill, so they load it after the reduction).
-    constexpr bool kWeightWithRow = CHUNKS == 1;  // (loading it late anyway: no faster, probe session 5)
-    uint4 wv[CHUNKS][2];
-    float a[CHUNKS], b[CHUNKS];
+    constexpr bool kWeightWithRow = kChunks == 1;  // (loading it late anyway: no faster, probe session 5)
+    uint4 wv[kChunks][2];
+    float a[kChunks], b[kChunks];
 #pragma unroll
-    for (int k = 0; k < CHUNKS; ++k) {
+    for (int k = 0; k < kChunks; ++k) {
       const int c = t + k * team;
       valid[k] = row_valid && c < num_chunks;
       const int g = c / L;
@@ -390,18 +402,18 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       offset[k][1] = offset[k][0] + GS / 2;
       uint4 xv[2] = {}, rv[2] = {};
       wv[k][0] = wv[k][1] = make_uint4(0, 0, 0, 0);
-      if constexpr (STAGED) mbar_wait_parity(&stage_bars[stage], stage_parity);
+      if constexpr (kStaged) mbar_wait_parity(&stage_bars[stage], stage_parity);
       if (valid[k]) {
         const T* x_src = x_row;
         const T* r_src = res_row;
-        if constexpr (STAGED) x_src = stage_of(stage), r_src = x_src + args.hidden;
+        if constexpr (kStaged) x_src = stage_of(stage), r_src = x_src + args.hidden;
         xv[0] = load_input_vec(x_src + offset[k][0]);
         xv[1] = load_input_vec(x_src + offset[k][1]);
         if (res_row != nullptr) {
           rv[0] = *reinterpret_cast<const uint4*>(r_src + offset[k][0]);
           rv[1] = *reinterpret_cast<const uint4*>(r_src + offset[k][1]);
         }
-        if constexpr (STAGED) {
+        if constexpr (kStaged) {
           wv[k][0] = staged_weight[0], wv[k][1] = staged_weight[1];
         } else if (kWeightWithRow) {
           load_weight<T>(args.weight, offset[k], wv[k]);
@@ -441,7 +453,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     // ss: the pairwise tree over the vectors (see the header comment).
     float ss = 0.0f;
 #pragma unroll
-    for (int k = 0; k < CHUNKS; ++k) {
+    for (int k = 0; k < kChunks; ++k) {
       float s = ieee_add(butterfly_sum(a[k], 1, L), butterfly_sum(b[k], 1, L));
       s = butterfly_sum(s, L, team < 32 ? team : 32);
       if (team > 32 || cluster > 1) {  // one row per block or cluster: combine the row's warps
@@ -457,7 +469,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           if (warp_lane < cluster) st_async_to_cluster_block(&sums[slot], &sums_bar, warp_lane, s);  // lane b: block b's copy
           mbar_wait_parity(&sums_bar, 0);
         }
-        if constexpr (CLUSTERED) {
+        if constexpr (kClustered) {
           s = row_warps <= 8 ? tree_of_warp_sums<8>(sums, row_warps)
               : row_warps <= 16 ? tree_of_warp_sums<16>(sums, row_warps) : tree_of_warp_sums<32>(sums, row_warps);
         } else {
@@ -467,14 +479,14 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       ss = k == 0 ? s : ieee_add(ss, s);
     }
     parity ^= 1;
-    if constexpr (PREFETCH) {  // a block per row (rows_per_block == 1, cluster == 1)
+    if constexpr (kPrefetch) {  // a block per row (rows_per_block == 1, cluster == 1)
       const int ahead = first + args.prefetch_rows;
       if (threadIdx.x == 0 && ahead < args.num_rows) {
         prefetch_to_l2(input_row_of(ahead), row_bytes);
         if (args.residual) prefetch_to_l2(residual_row_of(ahead), row_bytes);
       }
     }
-    if constexpr (STAGED) {  // every thread has read this stage (the barrier of the warp sums): refill it
+    if constexpr (kStaged) {  // every thread has read this stage (the barrier of the warp sums): refill it
       const int next = first + args.stages * row_groups;
       if (threadIdx.x == 0 && next < args.num_rows) {
         fence_proxy_async_shared();
@@ -488,7 +500,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     if constexpr (!kNormedRowEarly) normed_row = normed_row_of(row);
 
 #pragma unroll
-    for (int k = 0; k < CHUNKS; ++k) {
+    for (int k = 0; k < kChunks; ++k) {
       if (!kWeightWithRow && valid[k]) {
         // The weight's addresses do not depend on the row: ptxas would hoist them out of the row loop
         // and, at this kernel's 64 registers, spill them. An empty asm makes the offsets opaque per row.
@@ -541,13 +553,13 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
 // Warps of a one-chunk block that holds a 1/cluster share of a row of num_chunks (> 32) chunks.
 inline int rmsnorm_warps_per_block(int num_chunks, int cluster) { return (num_chunks + 32 * cluster - 1) / (32 * cluster); }
 
-// One-chunk calls prefetch (the PREFETCH kernel) when a block holds one row of H >= 4096 and the grid
+// One-chunk calls prefetch (the kPrefetch kernel) when a block holds one row of H >= 4096 and the grid
 // has at least this many rounds of resident blocks (session 13: H=4096 M=16384, 31 rounds, 118.3 ->
 // 116.9 us; M=4096, 7.8 rounds, not measured to gain).
 constexpr int kRmsNormPrefetchMinRounds = 8;
 
 // Output_normed calls of 448-512 chunks per row (H = 7168-8192) and more than 3, at most 5 rounds of
-// resident one-chunk blocks (793-1320 rows on an H200) run the STAGED kernel with this many stages
+// resident one-chunk blocks (793-1320 rows on an H200) run the kStaged kernel with this many stages
 // (launch_rmsnorm_quant). Sweep, H200, session 36 (benchmark/NOTES.md, results/probe/
 // h200-2026-12-04-s36-*), µs without / with PDL, as dispatched before (two chunks to 4 rounds) against
 // staged with 2 stages: H=7168 M=900 14.60 / 13.86 -> 13.38 / 14.10, M=1024 17.93 / 17.09 -> 16.87 /
@@ -578,14 +590,14 @@ cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
   return cudaSuccess;
 }
 
-// The STAGED launch of one-chunk arguments (a block of `threads` > 32 per row) with opt.rmsnorm_stages
+// The kStaged launch of one-chunk arguments (a block of `threads` > 32 per row) with opt.rmsnorm_stages
 // stages: a grid of resident blocks, block b taking rows b, b + grid, ..., balanced so that blocks differ
 // by at most one row. Nothing is launched (`launched` false) where the stages exceed the device's shared
 // memory.
 template <typename T, typename R, int GS, ScaleKind SK>
 cudaError_t launch_rmsnorm_quant_staged(RmsNormKernelArgs args, int64_t num_rows, int threads, const LaunchOptions& opt,
                                         bool& launched) {
-  constexpr auto staged = rmsnorm_quant_kernel<T, R, GS, SK, 1, false, false, true>;
+  constexpr auto staged = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kStaged>;
   launched = false;
   args.stages = opt.rmsnorm_stages < kRmsNormMaxStages ? opt.rmsnorm_stages : kRmsNormMaxStages;
   // a stage holds a row of x and one of residual (unused without residual)
@@ -612,7 +624,8 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
     return cudaErrorInvalidValue;
   }
-  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS>;
+  constexpr auto kernel =
+      rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS == 2 ? RmsNormSchedule::kTwoChunks : RmsNormSchedule::kOnePass>;
   const LaunchOptions opt = options_for<kernel>(requested);
   const int64_t num_rows = rp.quant.num_rows();
   int team = 1, cluster = 1;
@@ -659,13 +672,16 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.prefetch_rows = 0;
   args.stages = 0;
   if constexpr (CHUNKS == 1) {
-    if (cluster > 1) return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, 1, false, true>, grid, threads, 0, opt, args, cluster);
+    if (cluster > 1) {
+      return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kClustered>, grid, threads, 0, opt, args,
+                           cluster);
+    }
     if (opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
       bool launched = false;
       const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS, SK>(args, num_rows, threads, opt, launched);
       if (err != cudaSuccess || launched) return err;
     }
-    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, 1, true>;
+    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch>;
     if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
       int occupancy = 0;
@@ -708,7 +724,8 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   if (num_chunks >= 448 && num_chunks <= 512 && num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
     int occupancy = 0;  // of the one-chunk kernel that such a call would run: a block per row (team >= 32)
     const int threads = rmsnorm_warps_per_block(num_chunks, 1) * 32;
-    const cudaError_t err = resident_blocks_per_sm<rmsnorm_quant_kernel<T, R, GS, SK, 1>>(threads, 0, opt, occupancy);
+    constexpr auto one_pass = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kOnePass>;
+    const cudaError_t err = resident_blocks_per_sm<one_pass>(threads, 0, opt, occupancy);
     if (err != cudaSuccess) return err;
     const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;
     const bool past_three_rounds = num_rows > 3 * round;

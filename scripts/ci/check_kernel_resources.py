@@ -39,6 +39,8 @@ MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
 # kernels per instantiation file: v2 dense, v2 masked, RMSNorm
 KERNELS_PER_FILE = {"dense": 24, "masked": 24, "rmsnorm": 60}
+# rmsnorm_quant.cuh's RmsNormSchedule, by value
+RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged"]
 # and in each v2 file the kernels for launches without PDL (dense_no_pdl_kernel, masked_no_pdl_kernel)
 NO_PDL_KERNELS_PER_FILE = 24
 # and in each dense file the small-call kernels: {bf16, fp16} x {fp8, int8} x 3 scale kinds (plain bound)
@@ -167,8 +169,7 @@ def main(argv=None):
         kernels = [r for r in rows if family in r[0]]
         # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file, each of them
         # also as the layout's no-PDL kernel;
-        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {1 chunk per thread, 1 prefetching, 1 clustered,
-        # 1 staged, 2}
+        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x 5 schedules (RMSNORM_SCHEDULES)
         expected = KERNELS_PER_FILE[layout]
         if len(kernels) != expected:
             errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected {expected}")
@@ -189,12 +190,9 @@ def main(argv=None):
             if "small_call_quant_kernel" in name:
                 key, bound = (arch, "plain small-call", "dense"), MAX_REGISTERS[False]
             elif family == "rmsnorm_quant_kernel":
-                # template arguments CHUNKS, PREFETCH, CLUSTERED, STAGED
-                flags = re.search(r"ELi([12])ELb([01])ELb([01])ELb([01])EEEvNS_", name)
-                chunks, prefetch, clustered, staged = (flags.group(1), flags.group(2) == "1", flags.group(3) == "1",
-                                                       flags.group(4) == "1")
-                kind = (f"RMSNorm {chunks} chunk{'s' if chunks == '2' else ''}{' prefetching' if prefetch else ''}"
-                        f"{' clustered' if clustered else ''}{' staged' if staged else ''}")
+                # template argument S (RmsNormSchedule, in the order of its declaration)
+                schedule = int(re.search(r"RmsNormScheduleE(\d)EEEvNS_", name).group(1))
+                kind = f"RMSNorm {RMSNORM_SCHEDULES[schedule]}"
                 key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
             elif no_pdl:
                 silu = re.search(r"ELb([01])EEEvNS_9NoPdlArgs", name).group(1) == "1"  # template argument SILU
