@@ -1032,10 +1032,27 @@ struct LaunchOptions {
   bool pdl = false;
   bool clusters = false;    // the device runs thread-block clusters (SM90+)
   int rmsnorm_cluster = 0;  // blocks per row of the fused RMSNorm op: 0 automatic, 1 none, 2..8
-  int rmsnorm_stages = 0;   // rows in flight per block of the fused op's STAGED kernel: 0 automatic, < 0 never
+  int rmsnorm_stages = 0;   // rows in flight per block of the fused op's kStaged kernel: 0 automatic, < 0 never
 };
 
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
+
+// One int per device (devices 0..63; others are never cached), 0 meaning not known yet: what a launcher
+// learns about a kernel once (a function-local static of the launcher's template, zero-initialized).
+// Relaxed atomics, so that first calls on several host threads are no data race: they compute the same
+// value, and either store wins.
+class PerDeviceInt {
+ public:
+  int get(int device) const { return cached(device) ? values_[device].load(std::memory_order_relaxed) : 0; }
+  void set(int device, int value) {
+    if (cached(device)) values_[device].store(value, std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  static bool cached(int device) { return device >= 0 && device < kMaxDevices; }
+  std::atomic<int> values_[kMaxDevices];
+};
 
 // Blocks of `threads` of `kernel` with `smem` bytes of dynamic shared memory resident per SM (at least 1),
 // cached per kernel, device and block size with the smem it was queried for (one word: a race between
@@ -1080,13 +1097,12 @@ template <auto kernel>
 LaunchOptions options_for(const LaunchOptions& requested) {
   LaunchOptions o = requested;
   if (!o.pdl && !o.clusters) return o;
-  constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};  // 0 unknown, 1 older code, 2 SM90 code (an idempotent race)
-  int known = o.device >= 0 && o.device < kMaxDevices ? cached[o.device] : 0;
+  static PerDeviceInt cached;  // 0 unknown, 1 older code, 2 SM90 code
+  int known = cached.get(o.device);
   if (known == 0) {
     cudaFuncAttributes attr = {};
     known = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.ptxVersion >= 90 ? 2 : 1;
-    if (o.device >= 0 && o.device < kMaxDevices) cached[o.device] = known;
+    cached.set(o.device, known);
   }
   if (known == 1) o.pdl = o.clusters = false;
   return o;

@@ -574,9 +574,8 @@ constexpr int kRmsNormAutoStages = 2;
 // shared memory (set once per device), and returns that amount.
 template <auto kernel>
 cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
-  constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};  // 0: not set yet (an idempotent race)
-  limit = opt.device >= 0 && opt.device < kMaxDevices ? cached[opt.device] : 0;
+  static PerDeviceInt cached;  // 0: not set yet
+  limit = cached.get(opt.device);
   if (limit > 0) return cudaSuccess;
   cudaError_t err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, opt.device);
   if (err != cudaSuccess) return err;
@@ -586,7 +585,7 @@ cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
   limit -= static_cast<int>(attr.sharedSizeBytes);  // the opt-in maximum counts static and dynamic together
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (err != cudaSuccess) return err;
-  if (opt.device >= 0 && opt.device < kMaxDevices) cached[opt.device] = limit;
+  cached.set(opt.device, limit);
   return cudaSuccess;
 }
 
@@ -637,9 +636,9 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
       cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
     }
     // every block holds chunks, and the row's warps fit the 32 slots of the warp-sum butterfly
-    while (cluster > 1 && ((cluster - 1) * rmsnorm_warps_per_block(num_chunks, cluster) * 32 >= num_chunks ||
-                           cluster * rmsnorm_warps_per_block(num_chunks, cluster) > 32)) {
-      --cluster;
+    for (; cluster > 1; --cluster) {
+      const int warps = rmsnorm_warps_per_block(num_chunks, cluster);
+      if ((cluster - 1) * warps * 32 < num_chunks && cluster * warps <= 32) break;
     }
     if (num_chunks > 32) team = rmsnorm_warps_per_block(num_chunks, cluster) * 32;
   }
