@@ -13,10 +13,11 @@
 //                  (both warp-sum buffers; one-chunk blocks and clusters take one row group each)
 //   rms waves      two chunks per thread under grids of 16, 4, 2, 1 waves, M = 1024 ... 16384
 //   rms capture    M = 1, 64 (H = 7168) in clusters of 1 and 4, in graphs captured as here and as torch does
-//   rms cases M:H,... C,... K,... N,...  the given cases in clusters of C blocks with K chunks per thread (0: as
-//                  dispatched; K defaults to 0; 10 + S: the STAGED kernel with S stages), without (N = 0, the
-//                  default) or with (1) output_normed, two rounds
-//   rms staged [check|quick]  the STAGED kernel's bytes (1-3 stages) against the dispatched kernels' over H =
+//   rms cases M:H,... C,... K,... N,... S,...  the given cases in clusters of C blocks (0: automatic) with K
+//                  chunks per thread (0, the default: as dispatched), without (N = 0, the default) or with (1)
+//                  output_normed, with S rows staged per block (0, the default: as dispatched; > 0: the kStaged
+//                  kernel, one chunk), two rounds
+//   rms staged [check|quick]  the kStaged kernel's bytes (1-3 stages) against the dispatched kernels' over H =
 //                  1024 ... 16384 and M = 1 ... 3000 (exits 1 if any differ), then (not with "check") its times
 //                  against them at M = 256 ... 16384 ("quick": H = 7168, M = 1024 ... 16384)
 //   rms once M H   one launch as dispatched (for ncu)
@@ -72,23 +73,36 @@ int main(int argc, char** argv) {
     p.weight = w; p.residual = r; p.output_normed = normed ? nrm : nullptr; p.norm_eps = 1e-6f;
     return p;
   };
-  // chunks: 0 as the extension dispatches (launch_rmsnorm_quant), else 1 or 2 chunks per thread
-  auto launcher = [&](int m, int h, bool pdl, int cluster = 0, int chunks = 0, int waves = 64,  // 64: the extension's default
-                      bool normed = false) {
+  // One call of M rows of H and how it is launched (the fields after h: LaunchOptions, defaults as the
+  // extension's).
+  struct Launch {
+    int m, h;
+    int cluster = 0;      // blocks per row (rmsnorm_cluster): 0 automatic
+    int chunks = 0;       // chunks per thread: 0 as the extension dispatches (launch_rmsnorm_quant), else 1 or 2
+    int stages = 0;       // rows staged per block (rmsnorm_stages): 0 automatic (as dispatched), > 0 forced (one chunk)
+    int waves = 64;       // two-chunk grids: rounds of resident blocks
+    bool normed = false;  // output_normed written
+  };
+  auto launcher = [&](const Launch& c, bool pdl) {
     return [=](cudaStream_t st) {
       LaunchOptions o;
-      o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = cluster; o.waves = waves;
-      if (chunks >= 10) {  // the STAGED kernel with chunks - 10 stages
-        o.rmsnorm_stages = chunks - 10;
-        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h, normed), o)));
-      } else if (chunks == 0) {
-        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat>(params(m, h, normed), o)));
-      } else if (chunks == 2) {
-        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(params(m, h, normed), o)));
+      o.stream = st; o.num_sms = sms; o.pdl = pdl; o.clusters = true; o.rmsnorm_cluster = c.cluster; o.waves = c.waves;
+      o.rmsnorm_stages = c.stages;
+      const RmsNormQuantParams p = params(c.m, c.h, c.normed);
+      if (c.chunks == 0) {
+        CK((launch_rmsnorm_quant<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat>(p, o)));
+      } else if (c.chunks == 2) {
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 2>(p, o)));
       } else {
-        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(params(m, h, normed), o)));
+        CK((launch_rmsnorm_quant_kernel<__nv_bfloat16, Fp8Range, 128, ScaleKind::kFloat, 1>(p, o)));
       }
     };
+  };
+  // A call's graph-replay medians without and with PDL, as "%9.3f %9.3f".
+  auto times = [&](const Launch& c) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%9.3f %9.3f", time_graph(launcher(c, false), 20), time_graph(launcher(c, true), 20));
+    return std::string(text);
   };
   // Runs `launch` on the same residual every time (it is updated in place) and on poisoned codes and
   // scales; returns what it wrote.
@@ -116,7 +130,8 @@ int main(int argc, char** argv) {
         for (int c = 1; c <= 9; ++c) {  // clusters of 1..8 blocks, then (9) two chunks per thread
           if (c == 9 && h < 1024) continue;
           // one wave: at M=1024 two-chunk blocks loop
-          const Outputs got = run_and_read(m, h, launcher(m, h, false, c == 9 ? 1 : c, c == 9 ? 2 : 1, 1));
+          const Launch one_wave = {.m = m, .h = h, .cluster = c == 9 ? 1 : c, .chunks = c == 9 ? 2 : 1, .waves = 1};
+          const Outputs got = run_and_read(m, h, launcher(one_wave, false));
           ++runs;
           if (c == 1) {
             want = got;
@@ -131,13 +146,13 @@ int main(int argc, char** argv) {
     std::printf("check: %d launches, %d differ from cluster 1\n", runs, bad);
     return bad ? 1 : 0;
   }
-  if (mode == "staged") {  // the STAGED kernel's bytes against the dispatched kernels', then its times
+  if (mode == "staged") {  // the kStaged kernel's bytes against the dispatched kernels', then its times
     int bad = 0, runs = 0;
     for (int h : {1024, 4096, 7168, 8192, 16384}) {
       for (int m : {1, 5, 64, 1024, 3000}) {
-        const Outputs want = run_and_read(m, h, launcher(m, h, false));
+        const Outputs want = run_and_read(m, h, launcher({.m = m, .h = h}, false));
         for (int st : {1, 2, 3}) {
-          const Outputs got = run_and_read(m, h, launcher(m, h, false, 1, 10 + st));
+          const Outputs got = run_and_read(m, h, launcher({.m = m, .h = h, .cluster = 1, .chunks = 1, .stages = st}, false));
           ++runs;
           if (got.codes != want.codes || got.scales != want.scales || got.residual != want.residual) {
             std::printf("DIFFERENT bytes: H=%d M=%d stages=%d (codes %d scales %d residual %d)\n", h, m, st,
@@ -150,20 +165,17 @@ int main(int argc, char** argv) {
     std::printf("staged check: %d launches, %d differ from the dispatched kernels\n", runs, bad);
     if (argc > 2 && std::string(argv[2]) == "check") return bad ? 1 : 0;
     const bool quick = argc > 2 && std::string(argv[2]) == "quick";  // H=7168, M = 1024, 2048, 4096, 16384, 2-3 stages
-    std::printf("%-22s %7s %8s %9s %9s\n", "problem", "normed", "kernel", "us", "us PDL");
+    std::printf("%-22s %7s %8s %9s %9s\n", "problem", "normed", "stages", "us", "us PDL");
     for (int round = 0; round < 2; ++round) {
       for (int nm : {0, 1}) {
         for (int h : {7168, 4096}) {
           if (quick && h != 7168) continue;
           for (int m : {256, 512, 1024, 2048, 4096, 8192, 16384}) {
             if (quick && (m < 1024 || m == 8192)) continue;
-            for (int k : {0, 12, 13, 14}) {
-              if (quick && k == 14) continue;
-              if (nm == 1 && k == 14) continue;
-              std::printf("rms M=%-5d H=%-5d r%d %7d %8s %9.3f %9.3f\n", m, h, round, nm,
-                          k == 0 ? "dispatch" : k == 12 ? "staged2" : k == 13 ? "staged3" : "staged4",
-                          time_graph(launcher(m, h, false, 0, k, 64, nm == 1), 20),
-                          time_graph(launcher(m, h, true, 0, k, 64, nm == 1), 20));
+            for (int st : {0, 2, 3, 4}) {  // 0: as dispatched
+              if (st == 4 && (quick || nm == 1)) continue;
+              std::printf("rms M=%-5d H=%-5d r%d %7d %8d %s\n", m, h, round, nm, st,
+                          times({.m = m, .h = h, .chunks = st > 0 ? 1 : 0, .stages = st, .normed = nm == 1}).c_str());
             }
           }
         }
@@ -181,7 +193,7 @@ int main(int argc, char** argv) {
       shapes.push_back(hm);  // long one-chunk calls: the prefetching kernel
     }
     for (const auto& [h, m] : shapes) {
-      const Outputs o = run_and_read(m, h, launcher(m, h, false));
+      const Outputs o = run_and_read(m, h, launcher({.m = m, .h = h}, false));
       const std::string path = dir + "/rms_h" + std::to_string(h) + "_m" + std::to_string(m) + ".bin";
       FILE* f = std::fopen(path.c_str(), "wb");
       if (f == nullptr) return 1;
@@ -197,8 +209,8 @@ int main(int argc, char** argv) {
     for (int h : {7168, 16384}) {
       for (int m : {1024, 4096, 16384}) {
         for (int wv : {16, 4, 2, 1}) {
-          std::printf("rms M=%-5d H=%-5d     %6d %9.3f %9.3f\n", m, h, wv, time_graph(launcher(m, h, false, 1, 2, wv), 20),
-                      time_graph(launcher(m, h, true, 1, 2, wv), 20));
+          std::printf("rms M=%-5d H=%-5d     %6d %s\n", m, h, wv,
+                      times({.m = m, .h = h, .cluster = 1, .chunks = 2, .waves = wv}).c_str());
         }
       }
     }
@@ -209,14 +221,13 @@ int main(int argc, char** argv) {
     for (int h : {7168, 4096}) {
       for (int m : {1, 64, 256}) {
         for (int c : {1, 2, 4, 8}) {
-          std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f\n", m, h, c, time_graph(launcher(m, h, false, c), 20),
-                      time_graph(launcher(m, h, true, c), 20));
+          std::printf("rms M=%-5d H=%-5d     %8d %s\n", m, h, c, times({.m = m, .h = h, .cluster = c}).c_str());
         }
       }
     }
     return 0;
   }
-  if (mode == "cases") {  // M:H cases (argv[2], e.g. 64:16384,48:16384) in the clusters of argv[3] (e.g. 2,4; 0: as dispatched)
+  if (mode == "cases") {  // M:H cases (argv[2], e.g. 64:16384,48:16384), launch lists argv[3..6] (see the top)
     auto split = [](const std::string& text, char sep) {  // "a<sep>b<sep>c" -> {"a", "b", "c"}
       std::vector<std::string> parts;
       for (size_t at = 0; at <= text.size();) {
@@ -236,15 +247,18 @@ int main(int argc, char** argv) {
     for (const std::string& c : split(argc > 4 ? argv[4] : "0", ',')) chunks.push_back(std::atoi(c.c_str()));
     std::vector<int> normed;  // argv[5]: 0 without output_normed, 1 with (default 0)
     for (const std::string& n : split(argc > 5 ? argv[5] : "0", ',')) normed.push_back(std::atoi(n.c_str()));
-    std::printf("%-25s %6s %8s %7s %9s %9s\n", "problem", "normed", "cluster", "chunks", "us", "us PDL");
+    std::vector<int> stages;  // argv[6]: rows staged per block (default 0: as dispatched)
+    for (const std::string& n : split(argc > 6 ? argv[6] : "0", ',')) stages.push_back(std::atoi(n.c_str()));
+    std::printf("%-25s %6s %8s %7s %7s %9s %9s\n", "problem", "normed", "cluster", "chunks", "stages", "us", "us PDL");
     for (int round = 0; round < 2; ++round) {
       for (const auto& [m, h] : cases) {
         for (int nm : normed) {
           for (int c : clusters) {
             for (int k : chunks) {
-              std::printf("rms M=%-5d H=%-5d r%d    %6d %8d %7d %9.3f %9.3f\n", m, h, round, nm, c, k,
-                          time_graph(launcher(m, h, false, c, k, 64, nm != 0), 20),
-                          time_graph(launcher(m, h, true, c, k, 64, nm != 0), 20));
+              for (int st : stages) {
+                std::printf("rms M=%-5d H=%-5d r%d    %6d %8d %7d %7d %s\n", m, h, round, nm, c, k, st,
+                            times({.m = m, .h = h, .cluster = c, .chunks = k, .stages = st, .normed = nm != 0}).c_str());
+              }
             }
           }
         }
@@ -259,7 +273,7 @@ int main(int argc, char** argv) {
         double t[4];
         for (int k = 0; k < 4; ++k) {
           g_torch_like_capture = k >= 2;
-          t[k] = time_graph(launcher(m, 7168, k % 2 == 1, c), 20);
+          t[k] = time_graph(launcher({.m = m, .h = 7168, .cluster = c}, k % 2 == 1), 20);
         }
         g_torch_like_capture = false;
         std::printf("rms M=%-5d H=%-5d     %8d %9.3f %9.3f %12.3f %12.3f\n", m, 7168, c, t[0], t[1], t[2], t[3]);
@@ -269,7 +283,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "once") {  // one launch of M (argv[2]) x H (argv[3]) as dispatched, no PDL: for ncu
     const int m = argc > 2 ? std::atoi(argv[2]) : 4096, h = argc > 3 ? std::atoi(argv[3]) : 7168;
-    launcher(m, h, false)(0);
+    launcher({.m = m, .h = h}, false)(0);
     CK(cudaDeviceSynchronize());
     return 0;
   }
@@ -278,8 +292,7 @@ int main(int argc, char** argv) {
     std::printf("%-22s %7s %9s %9s\n", "problem", "normed", "us", "us PDL");
     for (int nm : {0, 1}) {
       for (const auto& [m, h] : shapes) {
-        std::printf("rms M=%-5d H=%-5d     %7d %9.3f %9.3f\n", m, h, nm, time_graph(launcher(m, h, false, 0, 0, 64, nm == 1), 20),
-                    time_graph(launcher(m, h, true, 0, 0, 64, nm == 1), 20));
+        std::printf("rms M=%-5d H=%-5d     %7d %s\n", m, h, nm, times({.m = m, .h = h, .normed = nm == 1}).c_str());
       }
     }
   };
@@ -294,9 +307,8 @@ int main(int argc, char** argv) {
               const int cluster = shape == 2 ? 2 : shape == 3 ? 4 : shape == 0 ? 0 : 1;
               const int chunks = shape == 0 ? 0 : shape == 4 ? 2 : 1;
               const char* names[5] = {"dispatch", "1ch-c1", "1ch-c2", "1ch-c4", "2ch"};
-              std::printf("rms M=%-5d H=%-5d r%d %7d %9s %9.3f %9.3f\n", m, h, round, nm, names[shape],
-                          time_graph(launcher(m, h, false, cluster, chunks, 64, nm == 1), 20),
-                          time_graph(launcher(m, h, true, cluster, chunks, 64, nm == 1), 20));
+              std::printf("rms M=%-5d H=%-5d r%d %7d %9s %s\n", m, h, round, nm, names[shape],
+                          times({.m = m, .h = h, .cluster = cluster, .chunks = chunks, .normed = nm == 1}).c_str());
             }
           }
         }
@@ -321,14 +333,14 @@ int main(int argc, char** argv) {
   // blocks that start before the first block ends; last round: the same count of the last blocks.
   if (mode == "timeline") {
     for (int m : {4096, 16384}) {
-      for (int i = 0; i < 3; ++i) block_timeline([&] { launcher(m, 7168, false)(0); });  // warm
+      for (int i = 0; i < 3; ++i) block_timeline([&] { launcher({.m = m, .h = 7168}, false)(0); });  // warm
       struct LaunchStats {  // one launch's timeline, ns from the first block's start
         double total, steady, ramp, tail, first_round, run_first, run_middle, run_last, first_end, last_start;
       };
       std::vector<LaunchStats> stats;
       std::vector<std::vector<std::pair<double, double>>> launches;
       for (int i = 0; i < 9; ++i) {
-        auto tl = block_timeline([&] { launcher(m, 7168, false)(0); });
+        auto tl = block_timeline([&] { launcher({.m = m, .h = 7168}, false)(0); });
         const int n = static_cast<int>(tl.size());
         std::vector<double> ends(n), starts(n);
         for (int b = 0; b < n; ++b) starts[b] = tl[b].first, ends[b] = tl[b].second;
@@ -391,10 +403,8 @@ int main(int argc, char** argv) {
     for (int h : {7168, 4096}) {
       for (int m : {1, 64, 256, 1024, 4096, 16384}) {
         const double bytes = double(m) * h * 7 + double(m) * (h / 128) * 4;
-        std::printf("rms M=%-5d H=%-5d     %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  roof %.2f\n", m, h,
-                    time_graph(launcher(m, h, false), 20), time_graph(launcher(m, h, true), 20),
-                    time_graph(launcher(m, h, false, 0, 1), 20), time_graph(launcher(m, h, true, 0, 1), 20),
-                    time_graph(launcher(m, h, false, 0, 2), 20), time_graph(launcher(m, h, true, 0, 2), 20),
+        std::printf("rms M=%-5d H=%-5d     %s %s %s  roof %.2f\n", m, h, times({.m = m, .h = h}).c_str(),
+                    times({.m = m, .h = h, .chunks = 1}).c_str(), times({.m = m, .h = h, .chunks = 2}).c_str(),
                     bytes / 4.23e6);
       }
     }
@@ -403,7 +413,7 @@ int main(int argc, char** argv) {
   for (int m : {1, 64, 256}) {  // block 0's phases (isolated launches, no PDL)
     std::vector<std::vector<double>> d(4);
     for (int i = 0; i < 50; ++i) {
-      launcher(m, 7168, false)(0);
+      launcher({.m = m, .h = 7168}, false)(0);
       CK(cudaDeviceSynchronize());
       unsigned long long t[8];
       CK(cudaMemcpyFromSymbol(t, g_probe_phases, sizeof(t)));
@@ -417,7 +427,7 @@ int main(int argc, char** argv) {
   std::printf("%-22s %7s %12s %12s %12s %12s\n", "blocks", "grid", "last start", "block (med)", "block (max)", "last end");
   for (int h : {7168, 4096}) {
     for (int m : {1, 64, 256, 1024, 4096}) {
-      const BlockSpans b = block_spans([&] { launcher(m, h, false)(0); });
+      const BlockSpans b = block_spans([&] { launcher({.m = m, .h = h}, false)(0); });
       std::printf("blocks M=%-5d H=%-5d %7.0f %9.0f ns %9.0f ns %9.0f ns %9.0f ns\n", m, h, b.blocks, b.last_start,
                   b.median_run, b.max_run, b.last_end);
     }
