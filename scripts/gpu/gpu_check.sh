@@ -76,7 +76,8 @@ if [[ " $STEPS " == *" sanitizer "* ]]; then
     echo "== memcheck"; timeout 300 "$SAN" --tool memcheck --error-exitcode 3 $PY "$ROOT/scripts/gpu/sanitize_subset.py"; echo "rc=$?"
     echo "== racecheck"; timeout 300 "$SAN" --tool racecheck --error-exitcode 3 $PY "$ROOT/scripts/gpu/sanitize_subset.py"; echo "rc=$?"
   } >"$OUT/tools.log" 2>&1
-  summary+=("sanitizer  $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/tools.log" | tr '\n' ' ')")
+  # the subset's own verdict too (launches, mismatches), or its exception: rc=1 alone hid one (session 37)
+  summary+=("sanitizer  $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY|^sanitize_subset:|Error:' "$OUT/tools.log" | tr '\n' ' ')")
 fi
 
 if [[ " $STEPS " == *" redo "* ]]; then
