@@ -185,7 +185,7 @@ def test_cuda_matches_cpu(dtype, out, layout, group_size, with_residual):
         seed = 500 + 100 * i + group_size
         x, w, r = make_case(m, groups * group_size, dtype, seed, with_residual)
         check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=f"{m}x{groups * group_size} seed {seed}")
-    # the STAGED kernel (rows copied into shared memory), forced through the launch hook: a block per row of 2048
+    # the staged kernel (kStaged: rows in shared memory), forced through the launch hook: a block per row of 2048
     x, w, r = make_case(33, 2048, dtype, 900 + group_size, with_residual)
     with launch_config(rmsnorm_stages=2):
         check_cuda_equals_cpu(x, w, r, group_size, out, layout, what="33x2048 staged")
@@ -204,9 +204,9 @@ def test_cuda_hidden_sizes(hidden):
 @pytest.mark.gpu
 def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
-    blocks sharing a row (1 = none, 2..8; 0 = automatic), the STAGED kernel's stages (1..3 forced where a
+    blocks sharing a row (1 = none, 2..8; 0 = automatic), the staged kernel's stages (1..3 forced where a
     block takes a row; clusters win; -1 never) and PDL."""
-    # 1024 rows of 7168 with output_normed run the STAGED kernel on an H200 (`want` never stages: two chunks per
+    # 1024 rows of 7168 with output_normed run the staged kernel on an H200 (`want` never stages: two chunks per
     # thread). The blocks of both loop over rows; the two-chunk grid is capped by the waves: under one wave each
     # block takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
     # thread on a block (cluster) per row group, whatever the waves.
@@ -275,7 +275,7 @@ def test_cuda_chunks_per_thread_same_bytes(m):
 @pytest.mark.parametrize("m, hidden, stages, with_residual, pdl", [
     (1024, 7168, 0, True, None), (1000, 16384, 1, False, True), (1000, 16384, 3, True, False), (3000, 4096, 2, True, True)])
 def test_cuda_staged_calls_same_bytes(m, hidden, stages, with_residual, pdl):
-    """Blocks of the STAGED kernel loop over several rows, reusing their stages (1 stage: every row flips
+    """Blocks of the staged kernel (kStaged) loop over several rows, reusing their stages (1 stage: every row flips
     its barrier's phase; 1000 rows of 16384: 1024-thread blocks, one per SM, ~8 rows each). 1024 rows of
     7168 with output_normed run it as dispatched on an H200 (stages 0: automatic, 3-5 rounds of resident
     blocks). The bytes equal those of launches that never stage, and the CPU's."""
