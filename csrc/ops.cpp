@@ -97,7 +97,7 @@ PyObject* build_info(PyObject*, PyObject*) {
 // the fused op's two-chunk grids, masked_waves the masked layout's, at that many rounds of resident
 // blocks (dense v2 grids have a block per task group, the fused op's one-chunk grids a block per row
 // group, both uncapped); rmsnorm_cluster: blocks per row of the fused op, 0 = automatic;
-// rmsnorm_stages: rows in flight per block of its STAGED kernel where a block takes a row (clusters
+// rmsnorm_stages: rows in flight per block of its staged kernel (kStaged) where a block takes a row (clusters
 // win), 0 = automatic, -1 = never; defaults in csrc/cuda/quant_cuda.cu).
 PyObject* set_launch_config_py(PyObject*, PyObject* args) {
   int block_threads = 0, waves = 0, masked_waves = 0, rmsnorm_cluster = 0, rmsnorm_stages = 0;

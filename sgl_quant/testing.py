@@ -5,6 +5,7 @@ values are an integer hash of the element index (exact int64 arithmetic), scaled
 chosen per 128-element block (magnitudes about 2^-12 .. 2^4; about one block in 23 is all zeros),
 rounded once to the target dtype. Used by the tests, the benchmark and ``python -m sgl_quant selftest``.
 """
+import contextlib
 import ctypes
 import hashlib
 import math
@@ -62,6 +63,26 @@ GOLDEN_LAYOUT_FLAGS = {  # "scale" -> (column_major_scales, scale_tma_aligned, s
     "col_f32_tma": (True, True, False),
     "col_ue8m0": (True, True, True),
 }
+
+
+LAUNCH_FIELDS = ("block_threads", "waves", "masked_waves", "rmsnorm_cluster", "rmsnorm_stages")
+
+
+@contextlib.contextmanager
+def launch_config(*shape, **changes):
+    """Runs the block under the CUDA kernels' launch shape (the benchmarking hook
+    sgl_quant._C._set_launch_config, in builds with CUDA kernels) with its first len(shape) fields and the
+    named ones (LAUNCH_FIELDS) replaced, then restores the shape in use before."""
+    from sgl_quant import _C
+    before = _C._launch_config()
+    values = dict(zip(LAUNCH_FIELDS, before))
+    values.update(zip(LAUNCH_FIELDS, shape))
+    values.update(changes)
+    _C._set_launch_config(*values.values())
+    try:
+        yield
+    finally:
+        _C._set_launch_config(*before)
 
 
 def c_order_copy(t: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,9 @@
-"""Shared by the CPU and GPU tests: scale layouts, poisoned outputs, comparisons, the launch hook."""
-import contextlib
-
+"""Shared by the CPU and GPU tests: scale layouts, poisoned outputs, comparisons (and sgl_quant.testing's
+launch_config, the launch hook as a context manager)."""
 import torch
 
 import sgl_quant
-from sgl_quant.testing import c_order_copy
+from sgl_quant.testing import c_order_copy, launch_config  # noqa: F401 (launch_config: re-exported for the tests)
 from reference import FP8, code_steps, packed_bytes, packed_exponent_bytes, reference_quant
 
 POISON = 0x55
@@ -191,25 +190,6 @@ def run_rmsnorm(x, weight, group_size, out_dtype, layout, residual=None, with_no
         if a is not None:
             assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), "an output element was not written"
     return runs[0]
-
-
-LAUNCH_FIELDS = ("block_threads", "waves", "masked_waves", "rmsnorm_cluster", "rmsnorm_stages")
-
-
-@contextlib.contextmanager
-def launch_config(*shape, **changes):
-    """Runs the block under the CUDA kernels' launch shape (sgl_quant._C._set_launch_config) with its first
-    len(shape) fields and the named ones (LAUNCH_FIELDS) replaced, then restores the shape in use before."""
-    from sgl_quant import _C
-    before = _C._launch_config()
-    values = dict(zip(LAUNCH_FIELDS, before))
-    values.update(zip(LAUNCH_FIELDS, shape))
-    values.update(changes)
-    _C._set_launch_config(*values.values())
-    try:
-        yield
-    finally:
-        _C._set_launch_config(*before)
 
 
 def assert_same_bytes(got, want, what=""):

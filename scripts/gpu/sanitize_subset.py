@@ -10,13 +10,14 @@ blocks looping over rows with 1 and 2 stages). Exits non-zero if any result diff
 `--cpu` makes every call on the CPU instead (CI, tests/test_cpu_ops.py): the comparisons are then trivial,
 but every call of the subset is checked to be a valid API call before device time is spent on it (an
 invalid one once ended both sanitizer runs early: benchmark/NOTES.md, session 37)."""
+import contextlib
 import itertools
 import sys
 
 import torch
 
 import sgl_quant
-from sgl_quant.testing import c_order_copy, make_input, make_masked_m
+from sgl_quant.testing import c_order_copy, launch_config, make_input, make_masked_m
 
 DEVICE = "cuda"  # where the kernels run; "cpu" with --cpu
 LAYOUTS = [(False, False, False), (True, False, False), (True, True, False), (False, False, True), (True, True, True)]
@@ -94,27 +95,22 @@ def main(argv=None):
     failures += not fused_same_on_cuda_and_cpu(3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True)
     launches += 1
     from sgl_quant import _C
-    hook = getattr(_C, "_set_launch_config", None)  # builds without CUDA kernels have none (--cpu: no matter)
-    defaults = _C._launch_config() if hook else None
+    has_hook = hasattr(_C, "_set_launch_config")  # builds without CUDA kernels have none (--cpu: no matter)
 
-    def fused_launches(cluster=None, stages=0):  # the hook's fused-op fields (cluster None: as it was), the rest as it was
-        if hook:
-            hook(*defaults[:3], defaults[3] if cluster is None else cluster, stages)
+    def launch(**fields):  # the launch hook's fields changed for a block, where the build has the hook
+        return launch_config(**fields) if has_hook else contextlib.nullcontext()
 
-    try:  # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
-        for cluster in (3, 4, 8):
-            fused_launches(cluster)
+    # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
+    for cluster in (3, 4, 8):
+        with launch(rmsnorm_cluster=cluster):
             for h in (2048, 16384):
                 failures += not fused_same_on_cuda_and_cpu(5, h, h + cluster, return_normed=True)
                 launches += 1
-        fused_launches(stages=1)  # staged: 300 rows of 16384, a 1024-thread block per SM, 3 rows each
+    with launch(rmsnorm_stages=1):  # staged: 300 rows of 16384, a 1024-thread block per SM, 3 rows each
         failures += not fused_same_on_cuda_and_cpu(300, 16384, 7, return_normed=True)
-        fused_launches(stages=2)
+    with launch(rmsnorm_stages=2):
         failures += not fused_same_on_cuda_and_cpu(300, 16384, 8, column_major_scales=True, scale_tma_aligned=True)
-        launches += 2
-    finally:
-        if hook:
-            hook(*defaults)
+    launches += 2
     base = make_input((9, 6, 512), torch.float16, seed=3, device=DEVICE)
     sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
     sgl_quant.per_token_group_quant_fp8(base.view(54, 512)[:, 128:384], 64)
