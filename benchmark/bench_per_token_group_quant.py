@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 import sgl_quant
-from sgl_quant.testing import make_input, make_masked_m
+from sgl_quant.testing import launch_config, make_input, make_masked_m
 
 FP8 = torch.float8_e4m3fn
 # SPEC §5 anchors (one H200, 2026-11-29): sgl-kernel AOT v2 reference kernel, µs. Not measured here.
@@ -389,18 +389,17 @@ def sweep_launch_shapes():
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    defaults = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages]
+    default_masked_waves = _C._launch_config()[2]
     lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; waves cap masked grids only, "
-             f"default masked 0x{defaults[2]})",
+             f"default masked 0x{default_masked_waves})",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:
         fn = build(c, "cuda", False)
         times = []
         for threads, waves in SWEEP_CONFIGS:
-            _C._set_launch_config(threads, waves, waves)
-            times.append(time_graph_us(fn))
-        _C._set_launch_config(*defaults)
+            with launch_config(block_threads=threads, waves=waves, masked_waves=waves):
+                times.append(time_graph_us(fn))
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
     return lines

@@ -8,8 +8,7 @@ import sys
 import torch
 
 import sgl_quant
-from sgl_quant import _C
-from sgl_quant.testing import make_input, make_masked_m
+from sgl_quant.testing import launch_config, make_input, make_masked_m
 
 which = sys.argv[1] if len(sys.argv) > 1 else "dense"
 if which == "dense":
@@ -18,10 +17,8 @@ if which == "dense":
     kw = dict(column_major_scales=True, scale_tma_aligned=True)
     torch.cuda.synchronize()
     sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
-    defaults = _C._launch_config()
-    _C._set_launch_config(128, defaults[1], defaults[2])  # dense grids are uncapped: only the block size changes
-    sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
-    _C._set_launch_config(*defaults)
+    with launch_config(block_threads=128):  # dense grids are uncapped: only the block size changes
+        sgl_quant.per_token_group_quant_fp8(big, 128, **kw)
     sgl_quant.per_token_group_quant_fp8(small, 128, **kw)
 elif which == "masked":
     for e, rows in ((8, 512), (32, 256), (256, 128)):

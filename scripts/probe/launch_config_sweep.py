@@ -20,17 +20,14 @@ import bench_per_token_group_quant as v2  # noqa: E402
 import bench_rmsnorm_quant as rms  # noqa: E402
 import torch  # noqa: E402
 from sgl_quant import _C  # noqa: E402
+from sgl_quant.testing import launch_config  # noqa: E402
 
 
 def timed(build, shape):
     """Median µs of three graphs of build() under launch config `shape`, then back to the defaults."""
-    defaults = _C._launch_config()
-    _C._set_launch_config(*shape)
-    try:
+    with launch_config(*shape):
         fn = build()
         return statistics.median(v2.time_graph_us(fn) for _ in range(3))
-    finally:
-        _C._set_launch_config(*defaults)
 
 
 def both_modes(label, build_for_pdl, shape):
@@ -62,7 +59,7 @@ def cluster_sweep(d, cases, clusters):
 
 def main(which):
     v2.settle_graph_state()
-    d = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster]
+    d = _C._launch_config()  # [block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages]
     print("defaults", d, flush=True)
     if which == "masked":
         masked_sweep(d)

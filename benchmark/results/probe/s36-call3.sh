@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # (ran from scratch/; archived here)
+# Written for session 36's probe, where chunks 10 + S meant the kStaged kernel with S stages (12, 13 below).
+# Session 37's probe takes the stages as a list of their own; with it this sweep reads
+#   cases "$C" 0 0,1 0,1   and   cases "$C" 0 1 0,1 2,3
 # Session 36, call 3: the STAGED kernel (weight held in registers) against the dispatched kernels around
 # 3-4 rounds of resident blocks: one chunk (1), two (dispatched there: 0), staged with 2 and 3 stages.
 set -uo pipefail
