@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace sgl_quant {
 
@@ -144,6 +145,92 @@ ScaleKind check_output_s(const char* op, const Tensor& input, const Tensor& outp
   return packed ? ScaleKind::kPackedUE8M0 : (scale_ue8m0 ? ScaleKind::kFloatUE8M0 : ScaleKind::kFloat);
 }
 
+// Outputs must not share memory with another argument: the kernels read and write them in parallel, so
+// an overlap would give bytes that depend on the schedule and differ between CPU and CUDA (a silent wrong
+// answer). Called after the layout checks: every stride is non-negative. The tensors' byte spans decide
+// almost every call at once (each span read once: the stable ABI's accessors are calls into torch);
+// spans that intersect (interleaved views of one buffer, or a real overlap) are decided exactly from
+// each tensor's contiguous runs.
+struct Span {
+  const Tensor* t;
+  const char* name;
+  uintptr_t begin = 0, end = 0;  // [begin, end): t's bytes lie in it (empty for an empty or absent t)
+};
+
+Span span_of(const Tensor* t, const char* name) {
+  Span s{t, name};
+  if (t == nullptr || t->numel() == 0) return s;
+  const IntArrayRef sizes = t->sizes(), strides = t->strides();
+  int64_t last = 0;  // offset of the last element
+  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  s.begin = reinterpret_cast<uintptr_t>(t->data_ptr());
+  s.end = s.begin + static_cast<uintptr_t>(last + 1) * t->element_size();
+  return s;
+}
+
+struct Runs {
+  int64_t bytes = 0;              // every run's length
+  std::vector<uintptr_t> starts;  // sorted
+};
+
+// t's elements as runs along its innermost unit-stride dimension (whole rows, or whole columns of a
+// column-major scale matrix). false when there would be more than `max_runs`.
+bool runs_of(const Tensor& t, size_t max_runs, Runs& runs) {
+  const IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const int64_t dims = static_cast<int64_t>(sizes.size());
+  int64_t inner = -1;
+  for (int64_t d = dims - 1; d >= 0 && inner < 0; --d) {
+    if (sizes[d] > 1 && strides[d] == 1) inner = d;
+  }
+  const int64_t elem = static_cast<int64_t>(t.element_size()), run = inner >= 0 ? sizes[inner] : 1;
+  runs.bytes = run * elem;
+  if (static_cast<size_t>(t.numel() / run) > max_runs) return false;
+  runs.starts.assign(1, reinterpret_cast<uintptr_t>(t.data_ptr()));
+  for (int64_t d = 0; d < dims; ++d) {  // every index of the other dimensions: their offsets added
+    if (d == inner || sizes[d] <= 1) continue;
+    const size_t before = runs.starts.size();
+    for (int64_t i = 1; i < sizes[d]; ++i) {
+      const uintptr_t step = static_cast<uintptr_t>(i * strides[d] * elem);
+      for (size_t k = 0; k < before; ++k) runs.starts.push_back(runs.starts[k] + step);
+    }
+  }
+  std::sort(runs.starts.begin(), runs.starts.end());
+  return true;
+}
+
+bool share_bytes(const Span& a, const Span& b) {
+  if (a.begin == a.end || b.begin == b.end || a.end <= b.begin || b.end <= a.begin) return false;
+  constexpr size_t kMaxRuns = size_t{1} << 20;  // beyond that, intersecting spans count as an overlap
+  Runs ra, rb;
+  if (!runs_of(*a.t, kMaxRuns, ra) || !runs_of(*b.t, kMaxRuns, rb)) return true;
+  // Both start lists are sorted and each list's runs have one length, so their ends are sorted too: a
+  // run that ends before the other list's current run starts ends before all its later runs as well.
+  for (size_t i = 0, j = 0; i < ra.starts.size() && j < rb.starts.size();) {
+    if (ra.starts[i] + ra.bytes <= rb.starts[j]) {
+      ++i;
+    } else if (rb.starts[j] + rb.bytes <= ra.starts[i]) {
+      ++j;
+    } else {
+      return true;
+    }
+  }
+  return false;
+}
+
+// args: the arguments read only, then those written (from index first_written on; absent ones as
+// nullptr). Each written one is checked against every argument before it.
+template <size_t N>
+void check_no_overlap(const char* op, const std::pair<const Tensor*, const char*> (&args)[N], size_t first_written) {
+  Span spans[N];
+  for (size_t i = 0; i < N; ++i) spans[i] = span_of(args[i].first, args[i].second);
+  for (size_t w = first_written; w < N; ++w) {
+    for (size_t o = 0; o < w; ++o) {
+      SGLQ_CHECK(!share_bytes(spans[w], spans[o]), op, ": ", spans[w].name, " overlaps ", spans[o].name,
+                 " in memory; an output must not share memory with another argument");
+    }
+  }
+}
+
 // The CUDA kernels count tasks in 32 bits: one per group, and for dense packed UE8M0 scales at most a
 // row's groups padded to whole scale words (four groups each; kTaskColumnLog2).
 void check_group_count(const char* op, const QuantParams& p) {
@@ -200,6 +287,10 @@ QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Te
                " experts, got ", input.size(0));
   }
 
+  const std::pair<const Tensor*, const char*> v2_args[] = {
+      {&input, "input"}, {masked ? &*masked_m : nullptr, "masked_m"}, {&output_q, "output_q"}, {&output_s, "output_s"}};
+  check_no_overlap(op, v2_args, 2);
+
   QuantParams p;
   p.input = input.data_ptr();
   p.output_q = output_q.data_ptr();
@@ -248,6 +339,9 @@ QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const 
   SGLQ_CHECK(output_s.numel() == 0 || einsum_layout, op,
              ": output_s must have the fp8_einsum layout, strides (D/128, T*D/128, 1) = (", K, ", ", T * K,
              ", 1), got ", output_s.strides());
+  const std::pair<const Tensor*, const char*> dsv4_args[] = {
+      {&input, "input"}, {&output_q, "output_q"}, {&output_s, "output_s"}};
+  check_no_overlap(op, dsv4_args, 1);
 
   QuantParams p;
   p.input = input.data_ptr();
@@ -299,6 +393,14 @@ RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight
   check_eps(op, eps);
   const int64_t groups = H / group_size;
   const ScaleKind scale_kind = check_output_s(op, input, output_s, q_shape, groups, scale_ue8m0);
+  // residual and the outputs, each against every argument before it (residual's element is read and
+  // then written by one thread: only its overlap with another argument matters)
+  const std::pair<const Tensor*, const char*> rms_args[] = {
+      {&input, "input"},       {&weight, "weight"},
+      {has_residual ? &*residual : nullptr, "residual"},
+      {&output_q, "output_q"}, {&output_s, "output_s"},
+      {has_normed ? &*output_normed : nullptr, "output_normed"}};
+  check_no_overlap(op, rms_args, 2);
 
   RmsNormQuantParams r;
   QuantParams& p = r.quant;

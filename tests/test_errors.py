@@ -364,3 +364,136 @@ def test_rms_codes_and_scales():
                      output_s=torch.empty(4, 3))
     expect_rms_error(r"int32 output_s holds packed UE8M0 scales and needs scale_ue8m0=True",
                      output_s=create_scale_tensor((4, 256), 128, "cpu", True, True, True))
+
+
+
+# --- outputs sharing memory with another argument ----------------------------------------------
+# The kernels read and write in parallel, so an output that shares bytes with another argument would
+# give schedule-dependent bytes: refused before any launch, naming both. Spans that intersect without
+# sharing bytes (interleaved views of one buffer) are accepted: decided exactly.
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def carve(buf, offset, shape, dtype):
+    """A contiguous tensor of `shape` and `dtype` inside the byte buffer `buf`, `offset` bytes in."""
+    n = 1
+    for d in shape:
+        n *= d
+    nbytes = n * torch.empty(0, dtype=dtype).element_size()
+    return buf[offset:offset + nbytes].view(dtype).view(shape)
+
+
+def expect_overlap(call, what, watched):
+    """call() raises naming `what`, and leaves every tensor of `watched` unchanged."""
+    before = [t.clone() for t in watched]
+    with pytest.raises(RuntimeError, match=f"{what} in memory"):
+        call()
+    assert all(torch.equal(a, b) for a, b in zip(watched, before)), f"{what}: bytes written before the error"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_v2_outputs_sharing_memory(device):
+    buf = torch.zeros(1 << 14, dtype=torch.uint8, device=device)
+    x = carve(buf, 0, (4, 256), torch.bfloat16).normal_()  # bytes [0, 2048)
+    q, s = carve(buf, 4096, (4, 256), FP8), carve(buf, 8192, (4, 2), torch.float32)
+    call_v2(**dict(v2_args(device=device), input=x, output_q=q, output_s=s))  # apart: fine
+    for what, change in [("output_q overlaps input", dict(output_q=carve(buf, 1024, (4, 256), FP8))),
+                         ("output_q overlaps input", dict(output_q=carve(buf, 2032, (4, 256), FP8))),  # 16 bytes
+                         ("output_q overlaps input", dict(output_q=x.view(FP8).view(-1)[:1024].view(4, 256))),  # x's own
+                         ("output_s overlaps input", dict(output_s=carve(buf, 2032, (4, 2), torch.float32))),
+                         ("output_s overlaps output_q", dict(output_s=carve(buf, 4096 + 1008, (4, 2), torch.float32)))]:
+        args = dict(v2_args(device=device), input=x, output_q=q, output_s=s)
+        args.update(change)
+        expect_overlap(lambda: call_v2(**args), f"per_token_group_quant_8bit_v2: {what}", [buf])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_masked_outputs_sharing_memory_with_masked_m(device):
+    kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in masked_args().items()}
+    s = kw["output_s"]
+    counts_in_scales = torch.as_strided(s, (3,), (1,), s.storage_offset())  # the scales' first three words
+    counts_in_scales.fill_(8)
+    expect_overlap(lambda: call_v2(**dict(kw, masked_m=counts_in_scales)), "output_s overlaps masked_m", [s])
+    counts_in_codes = kw["output_q"].view(torch.int32).view(-1)[4:7]
+    counts_in_codes.fill_(8)
+    expect_overlap(lambda: call_v2(**dict(kw, masked_m=counts_in_codes)), "output_q overlaps masked_m",
+                   [kw["output_q"].view(torch.uint8)])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_v2_interleaved_views_share_no_bytes(device):
+    """A 3-D input whose experts lie two expert-sizes apart, and the codes in the gap between them: their
+    spans intersect, their bytes do not. Accepted, with the bytes of a call on separate tensors; moved 16
+    bytes into the input, refused."""
+    e, m, h = 2, 4, 256
+    expert_bytes = m * h * 2
+    store = torch.zeros(3 * expert_bytes, dtype=torch.uint8, device=device)  # expert 0, the codes, expert 1
+    x = torch.as_strided(store.view(torch.bfloat16), (e, m, h), (2 * m * h, h, 1))
+    x.copy_(torch.randn(e, m, h).bfloat16())
+    q = carve(store, expert_bytes, (e, m, h), FP8)
+    s = torch.empty(e, m, 2, device=device)
+    x_alone = x.clone()
+    call_v2(**dict(v2_args(device=device), input=x, output_q=q, output_s=s))
+    q_alone, s_alone = torch.empty(e, m, h, dtype=FP8, device=device), torch.empty(e, m, 2, device=device)
+    call_v2(**dict(v2_args(device=device), input=x_alone, output_q=q_alone, output_s=s_alone))
+    assert torch.equal(x, x_alone), "the input changed"
+    assert torch.equal(q.view(torch.uint8), q_alone.view(torch.uint8)) and torch.equal(s, s_alone)
+    moved = carve(store, expert_bytes - 16, (e, m, h), FP8)
+    expect_overlap(lambda: call_v2(**dict(v2_args(device=device), input=x, output_q=moved, output_s=s)),
+                   "output_q overlaps input", [store])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dsv4_outputs_sharing_memory(device):
+    buf = torch.zeros(1 << 14, dtype=torch.uint8, device=device)
+    x = carve(buf, 0, (3, 2, 256), torch.bfloat16).normal_()  # bytes [0, 3072)
+    q = carve(buf, 4096, (3, 2, 256), FP8)  # [4096, 5632)
+    dsv4_call(x, q=q)  # apart: fine
+    expect_overlap(lambda: dsv4_call(x, q=carve(buf, 2048, (3, 2, 256), FP8)),
+                   "per_token_group_quant_fp8_dsv4: output_q overlaps input", [buf])
+    s = carve(buf, 5120, (2, 3, 2), torch.float32).transpose(0, 1)
+    expect_overlap(lambda: dsv4_call(x, q=q, s=s), "output_s overlaps output_q", [buf])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rms_outputs_sharing_memory(device):
+    """The fused op writes residual, output_q, output_s and output_normed: none may share bytes with
+    another argument, an exact alias included (residual=input would mutate input, which the schema
+    declares read-only)."""
+    buf = torch.zeros(1 << 15, dtype=torch.uint8, device=device)
+    bf16 = torch.bfloat16
+    kw = dict(rms_args(), input=carve(buf, 0, (4, 256), bf16).normal_(),  # [0, 2048)
+              weight=carve(buf, 2048, (256,), bf16).fill_(1), residual=carve(buf, 4096, (4, 256), bf16).normal_(),
+              output_q=carve(buf, 8192, (4, 256), FP8), output_s=carve(buf, 12288, (4, 2), torch.float32),
+              output_normed=carve(buf, 16384, (4, 256), bf16))
+    op_rms(*dict(kw, residual=kw["residual"].clone()).values())  # apart: fine (residual kept for below)
+    for what, change in [("residual overlaps input", dict(residual=kw["input"])),
+                         ("residual overlaps input", dict(residual=carve(buf, 512, (4, 256), bf16))),  # a row on
+                         ("output_q overlaps weight", dict(output_q=carve(buf, 2048, (4, 256), FP8))),
+                         ("output_s overlaps residual", dict(output_s=carve(buf, 4096 + 16, (4, 2), torch.float32))),
+                         ("output_s overlaps output_q", dict(output_s=carve(buf, 8192 + 1008, (4, 2), torch.float32))),
+                         ("output_normed overlaps input", dict(output_normed=kw["input"])),
+                         ("output_normed overlaps residual", dict(output_normed=kw["residual"])),
+                         ("output_normed overlaps output_q", dict(output_normed=carve(buf, 8192 - 1024, (4, 256), bf16)))]:
+        args = dict(kw, **change)
+        expect_overlap(lambda: op_rms(*args.values()), f"rmsnorm_per_token_group_quant_8bit: {what}", [buf])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rms_codes_between_strided_input_rows(device):
+    """Input rows 512 elements apart and the codes in the gap between rows 0 and 1: accepted, with the
+    bytes of a call on separate tensors."""
+    store = torch.zeros(3 * 512, dtype=torch.uint8, device=device)  # row 0, the codes, row 1
+    x = torch.as_strided(store.view(torch.bfloat16), (2, 256), (512, 1))
+    x.copy_(torch.randn(2, 256).bfloat16())
+    q = carve(store, 512, (2, 256), FP8)
+    x_alone = x.clone()
+    kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in rms_args(m=2).items()}
+    s, s_alone = torch.empty(2, 2, device=device), torch.empty(2, 2, device=device)
+    residual = kw["residual"].clone()
+    op_rms(*dict(kw, input=x, output_q=q, output_s=s).values())
+    q_alone = torch.empty(2, 256, dtype=FP8, device=device)
+    op_rms(*dict(kw, input=x_alone, residual=residual, output_q=q_alone, output_s=s_alone).values())
+    assert torch.equal(x, x_alone), "the input changed"
+    assert torch.equal(q.view(torch.uint8), q_alone.view(torch.uint8)) and torch.equal(s, s_alone)
