@@ -449,11 +449,12 @@ def test_dsv4_outputs_sharing_memory(device):
     buf = torch.zeros(1 << 14, dtype=torch.uint8, device=device)
     x = carve(buf, 0, (3, 2, 256), torch.bfloat16).normal_()  # bytes [0, 3072)
     q = carve(buf, 4096, (3, 2, 256), FP8)  # [4096, 5632)
-    dsv4_call(x, q=q)  # apart: fine
-    expect_overlap(lambda: dsv4_call(x, q=carve(buf, 2048, (3, 2, 256), FP8)),
+    s = torch.empty(2, 3, 2, device=device).transpose(0, 1)
+    dsv4_call(x, q=q, s=s)  # apart: fine
+    expect_overlap(lambda: dsv4_call(x, q=carve(buf, 2048, (3, 2, 256), FP8), s=s),
                    "per_token_group_quant_fp8_dsv4: output_q overlaps input", [buf])
-    s = carve(buf, 5120, (2, 3, 2), torch.float32).transpose(0, 1)
-    expect_overlap(lambda: dsv4_call(x, q=q, s=s), "output_s overlaps output_q", [buf])
+    s_in_q = carve(buf, 5120, (2, 3, 2), torch.float32).transpose(0, 1)
+    expect_overlap(lambda: dsv4_call(x, q=q, s=s_in_q), "output_s overlaps output_q", [buf])
 
 
 @pytest.mark.parametrize("device", DEVICES)
