@@ -384,6 +384,11 @@ def carve(buf, offset, shape, dtype):
     return buf[offset:offset + nbytes].view(dtype).view(shape)
 
 
+def on_device(kw, device):
+    """The argument dict kw with its tensors moved to device."""
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+
+
 def expect_overlap(call, what, watched):
     """call() raises naming `what`, and leaves every tensor of `watched` unchanged."""
     before = [t.clone() for t in watched]
@@ -410,7 +415,7 @@ def test_v2_outputs_sharing_memory(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_masked_outputs_sharing_memory_with_masked_m(device):
-    kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in masked_args().items()}
+    kw = on_device(masked_args(), device)
     s = kw["output_s"]
     counts_in_scales = torch.as_strided(s, (3,), (1,), s.storage_offset())  # the scales' first three words
     counts_in_scales.fill_(8)
@@ -490,7 +495,7 @@ def test_rms_codes_between_strided_input_rows(device):
     x.copy_(torch.randn(2, 256).bfloat16())
     q = carve(store, 512, (2, 256), FP8)
     x_alone = x.clone()
-    kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in rms_args(m=2).items()}
+    kw = on_device(rms_args(m=2), device)
     s, s_alone = torch.empty(2, 2, device=device), torch.empty(2, 2, device=device)
     residual = kw["residual"].clone()
     op_rms(*dict(kw, input=x, output_q=q, output_s=s).values())
