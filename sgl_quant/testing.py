@@ -71,9 +71,13 @@ LAUNCH_FIELDS = ("block_threads", "waves", "masked_waves", "rmsnorm_cluster", "r
 @contextlib.contextmanager
 def launch_config(*shape, **changes):
     """Runs the block under the CUDA kernels' launch shape (the benchmarking hook
-    sgl_quant._C._set_launch_config, in builds with CUDA kernels) with its first len(shape) fields and the
-    named ones (LAUNCH_FIELDS) replaced, then restores the shape in use before."""
+    sgl_quant._C._set_launch_config) with its first len(shape) fields and the named ones (LAUNCH_FIELDS)
+    replaced, then restores the shape in use before. Builds without CUDA kernels have no launch shape (and
+    no hook): there the block runs as it is."""
     from sgl_quant import _C
+    if not hasattr(_C, "_set_launch_config"):
+        yield
+        return
     before = _C._launch_config()
     values = dict(zip(LAUNCH_FIELDS, before))
     values.update(zip(LAUNCH_FIELDS, shape))

@@ -10,7 +10,6 @@ blocks looping over rows with 1 and 2 stages). Exits non-zero if any result diff
 `--cpu` makes every call on the CPU instead (CI, tests/test_cpu_ops.py): the comparisons are then trivial,
 but every call of the subset is checked to be a valid API call before device time is spent on it (an
 invalid one once ended both sanitizer runs early: benchmark/NOTES.md, session 37)."""
-import contextlib
 import itertools
 import sys
 
@@ -94,21 +93,15 @@ def main(argv=None):
     # a long one-chunk call (3200 rows of 5120: 8 rounds of resident blocks): the kernel that prefetches rows
     failures += not fused_same_on_cuda_and_cpu(3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True)
     launches += 1
-    from sgl_quant import _C
-    has_hook = hasattr(_C, "_set_launch_config")  # builds without CUDA kernels have none (--cpu: no matter)
-
-    def launch(**fields):  # the launch hook's fields changed for a block, where the build has the hook
-        return launch_config(**fields) if has_hook else contextlib.nullcontext()
-
     # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
     for cluster in (3, 4, 8):
-        with launch(rmsnorm_cluster=cluster):
+        with launch_config(rmsnorm_cluster=cluster):
             for h in (2048, 16384):
                 failures += not fused_same_on_cuda_and_cpu(5, h, h + cluster, return_normed=True)
                 launches += 1
-    with launch(rmsnorm_stages=1):  # staged: 300 rows of 16384, a 1024-thread block per SM, 3 rows each
+    with launch_config(rmsnorm_stages=1):  # staged: 300 rows of 16384, a 1024-thread block per SM, 3 rows each
         failures += not fused_same_on_cuda_and_cpu(300, 16384, 7, return_normed=True)
-    with launch(rmsnorm_stages=2):
+    with launch_config(rmsnorm_stages=2):
         failures += not fused_same_on_cuda_and_cpu(300, 16384, 8, column_major_scales=True, scale_tma_aligned=True)
     launches += 2
     base = make_input((9, 6, 512), torch.float16, seed=3, device=DEVICE)
