@@ -503,3 +503,34 @@ def test_rms_codes_between_strided_input_rows(device):
     op_rms(*dict(kw, input=x_alone, residual=residual, output_q=q_alone, output_s=s_alone).values())
     assert torch.equal(x, x_alone), "the input changed"
     assert torch.equal(q.view(torch.uint8), q_alone.view(torch.uint8)) and torch.equal(s, s_alone)
+
+
+# --- meta tensors among real ones ----------------------------------------------------------------
+# One meta argument sends the whole call to the fake implementation, which the C++ checks never see:
+# it must refuse the mix (as torch's own ops do) instead of returning with the real outputs unwritten.
+
+def as_bytes(t):
+    return t.reshape(-1).view(torch.uint8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_meta_tensor_among_real_ones(device):
+    x4 = torch.randn(3, 2, 256, device=device).bfloat16()
+    dsv4 = dict(input=x4, output_q=torch.empty(3, 2, 256, dtype=FP8, device=device),
+                output_s=torch.empty(2, 3, 2, device=device).transpose(0, 1), enable_pdl=False)
+    for op, kw, call in [("per_token_group_quant_8bit_v2", on_device(masked_args(), device), lambda a: call_v2(**a)),
+                         ("per_token_group_quant_fp8_dsv4", dsv4, lambda a: op_dsv4(*a.values())),
+                         ("rmsnorm_per_token_group_quant_8bit", on_device(rms_args(), device),
+                          lambda a: op_rms(*a.values()))]:
+        names = [k for k, v in kw.items() if isinstance(v, torch.Tensor)]
+        for name in names:
+            args = dict(kw, **{name: kw[name].to("meta")})
+            real = [v for v in args.values() if isinstance(v, torch.Tensor) and v.device.type != "meta"]
+            before = [as_bytes(t).clone() for t in real]
+            # a meta input: the first other tensor is the one that differs from it
+            named, got = (names[1], device) if name == "input" else (name, "meta")
+            with pytest.raises(RuntimeError, match=f"sgl_quant.{op}: {named} must be on the same device as input "
+                                                   rf"\({args['input'].device}\), got {got}"):
+                call(args)
+            assert all(torch.equal(as_bytes(t), b) for t, b in zip(real, before)), f"{op}, {name}: bytes written"
+        call({k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in kw.items()})  # all meta: fine
