@@ -159,10 +159,13 @@ struct Span {
 
 Span span_of(const Tensor* t, const char* name) {
   Span s{t, name};
-  if (t == nullptr || t->numel() == 0) return s;
+  if (t == nullptr) return s;
   const IntArrayRef sizes = t->sizes(), strides = t->strides();
   int64_t last = 0;  // offset of the last element
-  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return s;  // no elements
+    last += (sizes[d] - 1) * strides[d];
+  }
   s.begin = reinterpret_cast<uintptr_t>(t->data_ptr());
   s.end = s.begin + static_cast<uintptr_t>(last + 1) * t->element_size();
   return s;
