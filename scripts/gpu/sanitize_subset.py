@@ -18,7 +18,6 @@ import torch
 import sgl_quant
 from sgl_quant.testing import c_order_copy, launch_config, make_input, make_masked_m
 
-DEVICE = "cuda"  # where the kernels run; "cpu" with --cpu
 LAYOUTS = [(False, False, False), (True, False, False), (True, True, False), (False, False, True), (True, True, True)]
 
 
@@ -26,14 +25,14 @@ def same(a, b):
     return torch.equal(c_order_copy(a.cpu()).view(torch.uint8), c_order_copy(b.cpu()).view(torch.uint8))
 
 
-def fused_same_on_cuda_and_cpu(rows, h, seed, **kw):
-    """One UE8M0 fused add + RMSNorm -> quant call with residual on CUDA and on the CPU: every output
+def fused_same_as_cpu(device, rows, h, seed, **kw):
+    """One UE8M0 fused add + RMSNorm -> quant call with residual on `device` and on the CPU: every output
     (codes, scales, normed if asked, residual) the same bytes."""
     x = make_input((rows, h), torch.bfloat16, seed=seed)
     w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
     r = make_input((rows, h), torch.bfloat16, seed=seed + 1)
     outs = []
-    for dev in (DEVICE, "cpu"):
+    for dev in (device, "cpu"):
         res = r.clone().to(dev)
         out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), 128, residual=res, scale_ue8m0=True,
                                                           **kw)
@@ -42,9 +41,7 @@ def fused_same_on_cuda_and_cpu(rows, h, seed, **kw):
 
 
 def main(argv=None):
-    global DEVICE
-    if "--cpu" in (sys.argv[1:] if argv is None else argv):
-        DEVICE = "cpu"
+    device = "cpu" if "--cpu" in (sys.argv[1:] if argv is None else argv) else "cuda"  # where the kernels run
     failures = 0
     launches = 0
     # 37 rows: the general dense kernel (with PDL) or the no-PDL one; 5 rows (plain): the small-call kernel
@@ -54,14 +51,14 @@ def main(argv=None):
             (37, 5), (True, False)):
         x = make_input((rows, (2 if silu else 1) * 7 * gs), dtype, seed=gs)
         kw = dict(column_major_scales=col, scale_tma_aligned=tma, scale_ue8m0=ue8m0, fuse_silu_and_mul=silu)
-        qg, sg = fn(x.to(DEVICE), gs, enable_pdl=pdl, **kw)
+        qg, sg = fn(x.to(device), gs, enable_pdl=pdl, **kw)
         launches += 1
         if ue8m0 and not silu:  # exact path: compare with the CPU op
             qc, sc = fn(x, gs, **kw)
             failures += not (same(qg, qc) and same(sg, sc))
     for e, rows in ((5, 64), (3, 1), (32, 5), (33, 4)):  # per-warp scan (<= 32 experts) and shared-memory prefix
-        x = make_input((e, rows, 2 * 7168), torch.bfloat16, seed=e, device=DEVICE)
-        m = make_masked_m(e, rows, seed=e, device=DEVICE)
+        x = make_input((e, rows, 2 * 7168), torch.bfloat16, seed=e, device=device)
+        m = make_masked_m(e, rows, seed=e, device=device)
         m[0] = -3
         m[-1] = rows + 9
         for layout in LAYOUTS:
@@ -79,7 +76,7 @@ def main(argv=None):
                     w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
                     r = make_input((19, h), torch.bfloat16, seed=2) if with_residual else None
                     outs = []
-                    for dev in (DEVICE, "cpu"):
+                    for dev in (device, "cpu"):
                         res = None if r is None else r.clone().to(dev)
                         out = sgl_quant.rmsnorm_per_token_group_quant_fp8(
                             x.to(dev), w.to(dev), gs, residual=res, column_major_scales=col, scale_tma_aligned=tma,
@@ -91,25 +88,25 @@ def main(argv=None):
                     if ue8m0:
                         failures += not (same(qg, qc) and same(sg, sc))
     # a long one-chunk call (3200 rows of 5120: 8 rounds of resident blocks): the kernel that prefetches rows
-    failures += not fused_same_on_cuda_and_cpu(3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True)
+    failures += not fused_same_as_cpu(device, 3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True)
     launches += 1
     # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
     for cluster in (3, 4, 8):
         with launch_config(rmsnorm_cluster=cluster):
             for h in (2048, 16384):
-                failures += not fused_same_on_cuda_and_cpu(5, h, h + cluster, return_normed=True)
+                failures += not fused_same_as_cpu(device, 5, h, h + cluster, return_normed=True)
                 launches += 1
     with launch_config(rmsnorm_stages=1):  # staged: 300 rows of 16384, a 1024-thread block per SM, 3 rows each
-        failures += not fused_same_on_cuda_and_cpu(300, 16384, 7, return_normed=True)
+        failures += not fused_same_as_cpu(device, 300, 16384, 7, return_normed=True)
     with launch_config(rmsnorm_stages=2):
-        failures += not fused_same_on_cuda_and_cpu(300, 16384, 8, column_major_scales=True, scale_tma_aligned=True)
+        failures += not fused_same_as_cpu(device, 300, 16384, 8, column_major_scales=True, scale_tma_aligned=True)
     launches += 2
-    base = make_input((9, 6, 512), torch.float16, seed=3, device=DEVICE)
+    base = make_input((9, 6, 512), torch.float16, seed=3, device=device)
     sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
     sgl_quant.per_token_group_quant_fp8(base.view(54, 512)[:, 128:384], 64)
-    sgl_quant.per_token_group_quant_fp8(torch.empty(0, 256, dtype=torch.bfloat16, device=DEVICE), 128)
+    sgl_quant.per_token_group_quant_fp8(torch.empty(0, 256, dtype=torch.bfloat16, device=device), 128)
     launches += 2
-    if DEVICE == "cuda":
+    if device == "cuda":
         torch.cuda.synchronize()
     print(f"sanitize_subset: {launches} launches, {failures} mismatches vs CPU on exact paths")
     return 1 if failures else 0
