@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import setuptools
 from setuptools import setup
 
 ROOT = Path(__file__).resolve().parent
@@ -128,6 +129,13 @@ def extension():
     )
 
 
+# The license as an SPDX expression (core metadata 2.4's License-Expression) where setuptools takes one (77
+# on); older ones take only the License text. pyproject.toml cannot say either for both: its table form is
+# deprecated (refused by setuptools from 2027-02-18) and its string form is refused before 77, and the
+# device machine builds with whatever setuptools it has (--no-build-isolation).
+SETUPTOOLS_VERSION = tuple(int(p) for p in re.findall(r"\d+", setuptools.__version__)[:2])
+LICENSE = {"license_expression": "Apache-2.0"} if SETUPTOOLS_VERSION >= (77, 0) else {"license": "Apache-2.0"}
+
 setup(
     version=VERSION,
     packages=["sgl_quant"],
@@ -137,4 +145,5 @@ setup(
     install_requires=["torch>=%d.%d" % TORCH_MIN],  # stable ABI: any torch from TORCH_MIN on
     options={"bdist_wheel": {"py_limited_api": PY_LIMITED_API}},
     zip_safe=False,
+    **LICENSE,
 )
