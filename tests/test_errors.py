@@ -389,12 +389,22 @@ def on_device(kw, device):
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
 
 
+def as_bytes(t):
+    """t's bytes in C order (a copy where t is not contiguous)."""
+    return t.reshape(-1).view(torch.uint8)
+
+
+def expect_refusal(call, match, watched):
+    """call() raises a RuntimeError matching `match`, and leaves every tensor of `watched` unchanged."""
+    before = [as_bytes(t).clone() for t in watched]
+    with pytest.raises(RuntimeError, match=match):
+        call()
+    assert all(torch.equal(as_bytes(t), b) for t, b in zip(watched, before)), f"{match}: bytes written before the error"
+
+
 def expect_overlap(call, what, watched):
     """call() raises naming `what`, and leaves every tensor of `watched` unchanged."""
-    before = [t.clone() for t in watched]
-    with pytest.raises(RuntimeError, match=f"{what} in memory"):
-        call()
-    assert all(torch.equal(a, b) for a, b in zip(watched, before)), f"{what}: bytes written before the error"
+    expect_refusal(call, f"{what} in memory", watched)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -509,10 +519,6 @@ def test_rms_codes_between_strided_input_rows(device):
 # One meta argument sends the whole call to the fake implementation, which the C++ checks never see:
 # it must refuse the mix (as torch's own ops do) instead of returning with the real outputs unwritten.
 
-def as_bytes(t):
-    return t.reshape(-1).view(torch.uint8)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_meta_tensor_among_real_ones(device):
     x4 = torch.randn(3, 2, 256, device=device).bfloat16()
@@ -526,11 +532,8 @@ def test_meta_tensor_among_real_ones(device):
         for name in names:
             args = dict(kw, **{name: kw[name].to("meta")})
             real = [v for v in args.values() if isinstance(v, torch.Tensor) and v.device.type != "meta"]
-            before = [as_bytes(t).clone() for t in real]
             # a meta input: the first other tensor is the one that differs from it
             named, got = (names[1], device) if name == "input" else (name, "meta")
-            with pytest.raises(RuntimeError, match=f"sgl_quant.{op}: {named} must be on the same device as input "
-                                                   rf"\({args['input'].device}\), got {got}"):
-                call(args)
-            assert all(torch.equal(as_bytes(t), b) for t, b in zip(real, before)), f"{op}, {name}: bytes written"
+            expect_refusal(lambda: call(args), f"sgl_quant.{op}: {named} must be on the same device as input "
+                                               rf"\({args['input'].device}\), got {got}", real)
         call({k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in kw.items()})  # all meta: fine

@@ -59,8 +59,7 @@ def main():
         if run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], src, env)[0]:
             errors.append("the CPU implementation does not build from the unpacked sdist")
         else:
-            where = subprocess.run([sys.executable, "-c", "import sgl_quant; print(sgl_quant.__file__)"], cwd=src,
-                                   env=env, capture_output=True, text=True).stdout.strip()
+            where = run([sys.executable, "-c", "import sgl_quant; print(sgl_quant.__file__)"], src, env)[1]
             if not where.startswith(str(src)):
                 errors.append(f"the tests would import sgl_quant from {where!r}, not from the sdist's build")
             else:
