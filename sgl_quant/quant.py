@@ -50,7 +50,9 @@ def create_scale_tensor(
 
     The packed UE8M0 layout needs ``scale_tma_aligned=True`` (as in SGLang).
     """
-    *batch, m, h = (int(d) for d in q_shape)
+    # Symbolic sizes (torch.export, tracing with dynamic shapes) stay symbolic: int() would specialize
+    # the traced program to the size it was traced with.
+    *batch, m, h = (d if isinstance(d, torch.SymInt) else int(d) for d in q_shape)
     if group_size <= 0 or h % group_size != 0:
         raise ValueError(f"q_shape[-1]={h} must be divisible by group_size={group_size}")
     g = h // group_size
@@ -58,12 +60,20 @@ def create_scale_tensor(
         if not scale_tma_aligned:
             raise ValueError("column-major UE8M0 scales are packed and TMA-aligned: pass scale_tma_aligned=True")
         buf = torch.empty((*batch, _ceil_align(g, 4) // 4, _ceil_align(m, 4)), dtype=torch.int32, device=device)
-        return buf.transpose(-1, -2)[..., :m, :]
+        return _first_rows_transposed(buf, m)
     if column_major_scales:
         rows = _ceil_align(m, 4) if scale_tma_aligned else m
         buf = torch.empty((*batch, g, rows), dtype=torch.float32, device=device)
-        return buf.transpose(-1, -2)[..., :m, :]
+        return _first_rows_transposed(buf, m)
     return torch.empty((*batch, m, g), dtype=torch.float32, device=device)
+
+
+def _first_rows_transposed(buf: torch.Tensor, m) -> torch.Tensor:
+    """The ``[..., m, cols]`` view of a transposed ``[..., cols, rows]`` buffer with ``rows >= m``."""
+    # rows is m or ceil4(m). Slicing [..., :m, :] would make a tracer with a symbolic m prove m <= ceil4(m),
+    # which it cannot, so it would specialize m to the traced size; as_strided states the view directly.
+    *batch, cols, _ = buf.shape
+    return buf.as_strided((*batch, m, cols), (*buf.stride()[:-2], 1, buf.stride(-2)))
 
 
 def per_token_group_quant_8bit_v2(

@@ -1,5 +1,5 @@
-"""torch.library.opcheck on both ops and torch.compile(fullgraph=True) around the Python API,
-on the CPU and (marked gpu) on CUDA."""
+"""torch.library.opcheck on every op, torch.compile(fullgraph=True) and torch.export with a dynamic
+row count around the Python API, on the CPU and (marked gpu) on CUDA."""
 import pytest
 import torch
 
@@ -55,9 +55,17 @@ def test_opcheck_dsv4(device):
     opcheck(torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4.default, (x, q, s, False), FP8)
 
 
+def _bits(t):
+    """t's elements as integers of the same width (a view, so any strides; float8/NaN-safe equality)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
 def _same(a, b):
-    return a.shape == b.shape and a.stride() == b.stride() and torch.equal(
-        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    """Same shape, strides, dtype and bytes. The strides of an empty tensor are not compared: a traced
+    program computes them from a symbolic size (a transposed [G, 0] buffer has row stride 0 there, 1 in
+    eager), and no element is ever addressed through them."""
+    return (a.shape == b.shape and a.dtype == b.dtype and (a.numel() == 0 or a.stride() == b.stride())
+            and torch.equal(_bits(a), _bits(b)))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -131,3 +139,77 @@ def test_compile_fullgraph_rmsnorm(backend, device):
     assert torch.equal(r_eager, r_compiled), "the residual update must survive functionalization"
     for g, wnt in zip(got, want):
         assert _same(g, wnt)
+
+
+H_EXPORT = 512
+# Each case: (function of (x, weight, residual), x's rank, whether it takes the residual). Every
+# allocating wrapper, every scale layout among them (the TMA-aligned ones pad the row count to ceil4(M)).
+EXPORT_CASES = {
+    "fp8_row": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(x, 128), 2, False),
+    "fp8_col": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=True), 2, False),
+    "fp8_col_tma": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(x, 64, column_major_scales=True,
+                                                                          scale_tma_aligned=True), 2, False),
+    "fp8_col_ue8m0": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(
+        x, 128, column_major_scales=True, scale_tma_aligned=True, scale_ue8m0=True), 2, False),
+    "int8_row_ue8m0": (lambda x, w, r: sgl_quant.per_token_group_quant_int8(x, 32, scale_ue8m0=True), 2, False),
+    "fp8_3d_silu_col_tma": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(
+        x, 128, column_major_scales=True, scale_tma_aligned=True, fuse_silu_and_mul=True), 3, False),
+    "dsv4": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8_dsv4(x.view(x.shape[0], 4, H_EXPORT // 4)),
+             2, False),
+    "rmsnorm_fp8_col_tma_residual_normed": (lambda x, w, r: sgl_quant.rmsnorm_per_token_group_quant_fp8(
+        x, w, 128, residual=r, column_major_scales=True, scale_tma_aligned=True, return_normed=True), 2, True),
+    "rmsnorm_int8_col_ue8m0": (lambda x, w, r: sgl_quant.rmsnorm_per_token_group_quant_int8(
+        x, w, 128, column_major_scales=True, scale_tma_aligned=True, scale_ue8m0=True), 2, False),
+    "compat_vllm_col_tma": (lambda x, w, r: sgl_quant.compat.rms_norm_per_block_quant(
+        x, w, 1e-6, FP8, [1, 128], residual=r, is_scale_transposed=True, has_tma_aligned_scales=True), 2, True),
+    "compat_sglang_col_tma": (lambda x, w, r: sgl_quant.compat.sglang_per_token_group_quant_fp8(
+        x, 128, column_major_scales=True, scale_tma_aligned=True), 2, False),
+}
+
+
+class _Exported(torch.nn.Module):
+    def __init__(self, fn, weight):
+        super().__init__()
+        self.fn = fn
+        self.register_buffer("weight", weight)
+
+    def forward(self, x, residual=None):
+        return self.fn(x, self.weight, residual)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strict", [False, True], ids=["nonstrict", "strict"])
+@pytest.mark.parametrize("case", sorted(EXPORT_CASES))
+def test_export_dynamic_rows(case, strict, device):
+    """One program exported with a dynamic row count serves every M (0, 1, odd, a multiple of 4) with the
+    eager call's bytes and layout, the residual update included. The wrappers must keep the row count
+    symbolic: converting it to an int, or slicing a ceil4(M) buffer to M rows (a bound the tracer cannot
+    prove), made export specialize the program to the example's M or fail."""
+    import sgl_quant.compat  # noqa: F401  (the compat cases)
+    from torch.export import Dim
+
+    fn, rank, with_residual = EXPORT_CASES[case]
+    row_dim = rank - 2
+
+    def shape(m):
+        return (m, H_EXPORT) if rank == 2 else (2, m, 2 * H_EXPORT)
+
+    def args(m, seed):
+        x = make_input(shape(m), torch.bfloat16, seed=seed).to(device)
+        return (x, make_input((m, H_EXPORT), torch.bfloat16, seed=seed + 1).to(device)) if with_residual else (x,)
+
+    weight = make_input((H_EXPORT,), torch.bfloat16, seed=12).to(device)
+    module = _Exported(fn, weight)
+    rows = Dim("rows", min=0, max=1 << 16)
+    dynamic = {"x": {row_dim: rows}, **({"residual": {0: rows}} if with_residual else {})}
+    program = torch.export.export(module, args(6, seed=13), dynamic_shapes=dynamic, strict=strict).module()
+    for m in (0, 1, 5, 6, 8, 37):
+        want_args = args(m, seed=20 + m)
+        got_args = tuple(a.clone() for a in want_args)
+        want, got = module(*want_args), program(*got_args)
+        assert len(got) == len(want)
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert _same(g, w), f"M={m}: output {i} differs from eager (shape {tuple(g.shape)} vs {tuple(w.shape)}, " \
+                                f"strides {g.stride()} vs {w.stride()})"
+        if with_residual:
+            assert torch.equal(_bits(got_args[1]), _bits(want_args[1])), f"M={m}: the residual update differs"
