@@ -98,6 +98,24 @@ def test_batch_invariance_cpu():
             assert torch.equal(a[rows].view(torch.uint8), b.view(torch.uint8))
 
 
+def test_thread_count_invariance_cpu():
+    """The CPU implementation splits the rows over torch's intra-op threads (about 16K elements per task):
+    the bytes (fused op and v2, every output and the residual update) do not depend on how many there are."""
+    before = torch.get_num_threads()
+    try:
+        for m, h in ((5, 32768), (67, 7168)):
+            x, w, r = make_case(m, h, torch.bfloat16, 5)
+            runs = {}
+            for threads in (1, 2, 5):
+                torch.set_num_threads(threads)
+                q, s, _ = run_v2(x, 64, torch.int8, "col_tma")
+                runs[threads] = (*run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r), q, c_order_copy(s))
+            for threads in (2, 5):
+                assert_same_bytes(runs[threads], runs[1], f"M={m} H={h}: {threads} threads differ from 1")
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_norm_eps_and_quant_eps():
     x, w, r = make_case(4, 512, torch.float16, 9)
     x[1] = 0  # an all-zero row: normed 0, amax = eps
