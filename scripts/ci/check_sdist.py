@@ -49,7 +49,8 @@ def main():
         with tarfile.open(sdist) as tar:
             top = tar.getnames()[0].split("/")[0]
             members = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-            tar.extractall(tmp, filter="data")
+            # the "data" filter (refuse links and paths out of tmp) exists from Python 3.10.12 / 3.11.4
+            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         errors += [f"{p} is tracked but not in the sdist (MANIFEST.in)" for p in tracked_files() if p not in members]
         errors += [f"{p} is build output" for p in sorted(members)
                    if any(fnmatch.fnmatch("/" + p, pat) for pat in BUILD_OUTPUT)]
