@@ -6,6 +6,7 @@ Codes are ``[..., M, H]``; one scale per group of ``group_size`` consecutive ele
 ``G = H // group_size`` per row, in the layout chosen by the flags (see ``create_scale_tensor``).
 Argument validation lives in the C++ ops (one place for CPU and CUDA); errors name the argument.
 """
+import operator
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -25,6 +26,14 @@ def _code_range(output_q: torch.Tensor, min_8bit: Optional[float], max_8bit: Opt
 
 def _ceil_align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
+
+
+def _check_x(x, ranks: Tuple[int, ...], shapes: str) -> None:
+    """The allocating wrappers read x's shape before the op sees it, so they name x themselves."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() not in ranks:
+        raise ValueError(f"x must be {shapes}, got shape {tuple(x.shape)}")
 
 
 def create_scale_tensor(
@@ -50,6 +59,12 @@ def create_scale_tensor(
 
     The packed UE8M0 layout needs ``scale_tma_aligned=True`` (as in SGLang).
     """
+    if len(q_shape) < 2:
+        raise ValueError(f"q_shape must be [..., M, H] (at least 2 dimensions), got {tuple(q_shape)}")
+    try:
+        group_size = operator.index(group_size)
+    except TypeError:
+        raise TypeError(f"group_size must be an int, got {type(group_size).__name__}") from None
     # Symbolic sizes (torch.export, tracing with dynamic shapes) stay symbolic: int() would specialize
     # the traced program to the size it was traced with.
     *batch, m, h = (d if isinstance(d, torch.SymInt) else int(d) for d in q_shape)
@@ -118,8 +133,7 @@ def per_token_group_quant_8bit_v2(
 
 def _quantize(x, group_size, out_dtype, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
               fuse_silu_and_mul, masked_m, enable_pdl):
-    if x.dim() not in (2, 3):
-        raise ValueError(f"x must be 2-D [M, K] or 3-D [E, M, K], got shape {tuple(x.shape)}")
+    _check_x(x, (2, 3), "2-D [M, K] or 3-D [E, M, K]")
     h = x.shape[-1] // 2 if fuse_silu_and_mul else x.shape[-1]
     q_shape = (*x.shape[:-1], h)
     x_q = torch.empty(q_shape, dtype=out_dtype, device=x.device)
@@ -179,8 +193,7 @@ def per_token_group_quant_fp8_dsv4(
     strides ``(D/128, T*D/128, 1)`` (a transposed ``[G, T, D/128]`` buffer), the layout
     ``deep_gemm.fp8_einsum("bhr,hdr->bhd", ...)`` consumes with recipe ``(1, 1, 128)``.
     """
-    if x.dim() != 3:
-        raise ValueError(f"x must be 3-D [T, G, D], got shape {tuple(x.shape)}")
+    _check_x(x, (3,), "3-D [T, G, D]")
     t, g, d = x.shape
     x_q = torch.empty((t, g, d), dtype=FP8_DTYPE, device=x.device)
     x_s = torch.empty((g, t, d // 128), dtype=torch.float32, device=x.device).transpose(0, 1)
@@ -223,8 +236,7 @@ def rmsnorm_per_token_group_quant_8bit(
 
 def _rmsnorm_quantize(x, weight, group_size, out_dtype, eps, residual, column_major_scales, scale_tma_aligned,
                       scale_ue8m0, return_normed, enable_pdl, quant_eps):
-    if x.dim() != 2:
-        raise ValueError(f"x must be 2-D [M, H], got shape {tuple(x.shape)}")
+    _check_x(x, (2,), "2-D [M, H]")
     x_q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     x_s = create_scale_tensor(x.shape, group_size, x.device, column_major_scales, scale_tma_aligned, scale_ue8m0)
     normed = torch.empty(x.shape, dtype=x.dtype, device=x.device) if return_normed else None

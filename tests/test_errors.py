@@ -1,5 +1,6 @@
 """SPEC §3.3: every invalid call raises before any launch, with a message naming the argument.
 The same checks (csrc/quant_args.cpp) run for CPU and CUDA; device-mix cases are in test_gpu.py."""
+import numpy as np
 import pytest
 import torch
 
@@ -203,11 +204,42 @@ def test_masked_scale_experts_overlap():
         call_v2(**kw)
 
 
-def test_allocating_wrappers_reject_bad_rank():
-    with pytest.raises(ValueError, match="x must be 2-D"):
-        sgl_quant.per_token_group_quant_fp8(torch.randn(256).bfloat16(), 128)
-    with pytest.raises(ValueError, match=r"x must be 3-D \[T, G, D\]"):
-        sgl_quant.per_token_group_quant_fp8_dsv4(torch.randn(4, 256).bfloat16())
+ALLOCATING_WRAPPERS = {
+    "fp8": lambda x: sgl_quant.per_token_group_quant_fp8(x, 128),
+    "int8": lambda x: sgl_quant.per_token_group_quant_int8(x, 128),
+    "dsv4": lambda x: sgl_quant.per_token_group_quant_fp8_dsv4(x),
+    "rmsnorm_fp8": lambda x: sgl_quant.rmsnorm_per_token_group_quant_fp8(x, torch.ones(256).bfloat16(), 128),
+    "rmsnorm_int8": lambda x: sgl_quant.rmsnorm_per_token_group_quant_int8(x, torch.ones(256).bfloat16(), 128),
+}
+
+
+@pytest.mark.parametrize("wrapper", sorted(ALLOCATING_WRAPPERS))
+def test_allocating_wrappers_reject_bad_x(wrapper):
+    """The allocating wrappers read x's shape to allocate, before the op's checks: they name x."""
+    call = ALLOCATING_WRAPPERS[wrapper]
+    for not_a_tensor in (np.zeros((4, 256), np.float32), [[0.0] * 256]):
+        with pytest.raises(TypeError, match=f"x must be a torch.Tensor, got {type(not_a_tensor).__name__}"):
+            call(not_a_tensor)
+    bad_rank, want = {"dsv4": (torch.randn(4, 256), r"x must be 3-D \[T, G, D\], got shape \(4, 256\)"),
+                      "rmsnorm_fp8": (torch.randn(1, 4, 256), r"x must be 2-D \[M, H\], got shape \(1, 4, 256\)"),
+                      "rmsnorm_int8": (torch.randn(1, 4, 256), r"x must be 2-D \[M, H\], got shape \(1, 4, 256\)"),
+                      }.get(wrapper, (torch.randn(256), r"x must be 2-D \[M, K\] or 3-D \[E, M, K\], got shape \(256,\)"))
+    with pytest.raises(ValueError, match=want):
+        call(bad_rank.bfloat16())
+
+
+def test_create_scale_tensor_rejects_bad_arguments():
+    with pytest.raises(ValueError, match=r"q_shape must be \[\.\.\., M, H\] \(at least 2 dimensions\), got \(512,\)"):
+        create_scale_tensor((512,), 128, "cpu")
+    with pytest.raises(TypeError, match="group_size must be an int, got float"):
+        create_scale_tensor((4, 512), 128.0, "cpu")
+    with pytest.raises(TypeError, match="group_size must be an int, got float"):
+        sgl_quant.per_token_group_quant_fp8(torch.randn(4, 512).bfloat16(), 128.0)
+    with pytest.raises(ValueError, match="must be divisible by group_size=0"):
+        create_scale_tensor((4, 512), 0, "cpu")
+    # integer-like group sizes (numpy, 0-d tensors) are ints
+    assert create_scale_tensor((4, 512), np.int64(128), "cpu").shape == (4, 4)
+    assert create_scale_tensor((4, 512), torch.tensor(64), "cpu").shape == (4, 8)
 
 
 # --- DSV4 -------------------------------------------------------------------------------------
