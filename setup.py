@@ -139,7 +139,7 @@ LICENSE = {"license_expression": "Apache-2.0"} if SETUPTOOLS_VERSION >= (77, 0) 
 setup(
     version=VERSION,
     packages=["sgl_quant"],
-    package_data={"sgl_quant": ["selftest_golden.json"]},
+    package_data={"sgl_quant": ["selftest_golden.json", "py.typed", "_C.pyi"]},
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     install_requires=["torch>=%d.%d" % TORCH_MIN],  # stable ABI: any torch from TORCH_MIN on

@@ -258,7 +258,7 @@ def rmsnorm_per_token_group_quant_fp8(
     enable_pdl: Optional[bool] = None,
     *,
     quant_eps: float = 1e-10,
-):
+) -> Tuple[torch.Tensor, ...]:
     """Fused (add +) RMSNorm -> per-token-group FP8 quantization; returns ``(x_q, x_s)`` or, with
     ``return_normed``, ``(x_q, x_s, normed)``.
 
@@ -285,7 +285,7 @@ def rmsnorm_per_token_group_quant_int8(
     enable_pdl: Optional[bool] = None,
     *,
     quant_eps: float = 1e-10,
-):
+) -> Tuple[torch.Tensor, ...]:
     """``rmsnorm_per_token_group_quant_fp8`` with int8 codes (truncation toward zero, as v2)."""
     return _rmsnorm_quantize(x, weight, group_size, torch.int8, eps, residual, column_major_scales, scale_tma_aligned,
                              scale_ue8m0, return_normed, enable_pdl, quant_eps)

@@ -24,7 +24,8 @@ import zipfile
 from ci_report import finish
 
 REQUIRED = ["sgl_quant/__init__.py", "sgl_quant/quant.py", "sgl_quant/compat.py", "sgl_quant/_fake.py",
-            "sgl_quant/__main__.py", "sgl_quant/testing.py", "sgl_quant/selftest_golden.json"]
+            "sgl_quant/__main__.py", "sgl_quant/testing.py", "sgl_quant/selftest_golden.json",
+            "sgl_quant/py.typed", "sgl_quant/_C.pyi"]
 ALLOWED_NEEDED = [
     "libc.so.*", "libm.so.*", "libpthread.so.*", "libdl.so.*", "librt.so.*", "ld-linux-x86-64.so.*",
     "libgcc_s.so.*", "libstdc++.so.*",                                   # C/C++ runtime
