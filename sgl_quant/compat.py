@@ -17,7 +17,7 @@ produces with ``enable_v2=True``). ``None`` and ``True`` are the same; ``False``
 kernel) also runs v2 and warns once, since v1 and v2 are not guaranteed to agree bit for bit.
 """
 import warnings
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -115,7 +115,7 @@ def rms_norm_per_block_quant(
     weight: torch.Tensor,
     epsilon: float,
     quant_dtype: torch.dtype,
-    group_size: list,
+    group_size: List[int],
     scale_ub: Optional[torch.Tensor] = None,
     residual: Optional[torch.Tensor] = None,
     is_scale_transposed: bool = False,

@@ -39,7 +39,7 @@ def _check_x(x, ranks: Tuple[int, ...], shapes: str) -> None:
 def create_scale_tensor(
     q_shape: Sequence[int],
     group_size: int,
-    device,
+    device: torch.types.Device,
     column_major_scales: bool = False,
     scale_tma_aligned: bool = False,
     scale_ue8m0: bool = False,
