@@ -142,8 +142,21 @@ def test_compile_fullgraph_rmsnorm(backend, device):
 
 
 H_EXPORT = 512
+
+
+def _flashinfer_call(x, w, r):
+    """FlashInfer's call shape: the caller allocates every output, block_scale [H/128, ceil4(M)] (zeroed:
+    the op leaves its padding columns alone, and the test compares the whole buffer)."""
+    m, h = x.shape
+    out = torch.empty(m, h, dtype=FP8, device=x.device)
+    block_scale = torch.zeros(h // 128, (m + 3) // 4 * 4, device=x.device)
+    normed = torch.empty_like(x)
+    sgl_quant.compat.fused_add_rmsnorm_fp8_block_quant(out, block_scale, normed, x, r, w)
+    return out, block_scale, normed
+
 # Each case: (function of (x, weight, residual), x's rank, whether it takes the residual). Every
-# allocating wrapper, every scale layout among them (the TMA-aligned ones pad the row count to ceil4(M)).
+# allocating wrapper, every scale layout among them (the TMA-aligned ones pad the row count to ceil4(M)),
+# and FlashInfer's call shape, whose caller allocates the padded scale buffer.
 EXPORT_CASES = {
     "fp8_row": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(x, 128), 2, False),
     "fp8_col": (lambda x, w, r: sgl_quant.per_token_group_quant_fp8(x, 128, column_major_scales=True), 2, False),
@@ -164,6 +177,7 @@ EXPORT_CASES = {
         x, w, 1e-6, FP8, [1, 128], residual=r, is_scale_transposed=True, has_tma_aligned_scales=True), 2, True),
     "compat_sglang_col_tma": (lambda x, w, r: sgl_quant.compat.sglang_per_token_group_quant_fp8(
         x, 128, column_major_scales=True, scale_tma_aligned=True), 2, False),
+    "compat_flashinfer": (_flashinfer_call, 2, True),
 }
 
 
