@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import sgl_quant
+import sgl_quant.compat  # noqa: F401  (the export test's compat cases)
 from helpers import alloc_scales
 from reference import FP8
 from sgl_quant.testing import make_input, make_masked_m
@@ -154,6 +155,7 @@ def _flashinfer_call(x, w, r):
     sgl_quant.compat.fused_add_rmsnorm_fp8_block_quant(out, block_scale, normed, x, r, w)
     return out, block_scale, normed
 
+
 # Each case: (function of (x, weight, residual), x's rank, whether it takes the residual). Every
 # allocating wrapper, every scale layout among them (the TMA-aligned ones pad the row count to ceil4(M)),
 # and FlashInfer's call shape, whose caller allocates the padded scale buffer.
@@ -199,7 +201,6 @@ def test_export_dynamic_rows(case, strict, device):
     eager call's bytes and layout, the residual update included. The wrappers must keep the row count
     symbolic: converting it to an int, or slicing a ceil4(M) buffer to M rows (a bound the tracer cannot
     prove), made export specialize the program to the example's M or fail."""
-    import sgl_quant.compat  # noqa: F401  (the compat cases)
     from torch.export import Dim
 
     fn, rank, with_residual = EXPORT_CASES[case]
