@@ -1,5 +1,6 @@
 """Shared by the CPU and GPU tests: scale layouts, poisoned outputs, comparisons (and sgl_quant.testing's
 launch_config, the launch hook as a context manager)."""
+import pytest
 import torch
 
 import sgl_quant
@@ -7,6 +8,7 @@ from sgl_quant.testing import c_order_copy, launch_config  # noqa: F401 (launch_
 from reference import FP8, code_steps, packed_bytes, packed_exponent_bytes, reference_quant
 
 POISON = 0x55
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]  # for tests that run on both
 # name -> (column-major, TMA-aligned, UE8M0, packed int32)
 LAYOUTS = {
     "row": (False, False, False, False),
@@ -198,3 +200,9 @@ def assert_same_bytes(got, want, what=""):
         assert (a is None) == (b is None), what
         if a is not None:
             assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), what
+
+
+def bits(t):
+    """t's elements as integers of the same width: a view (any strides) for exact, float8- and NaN-safe
+    comparisons with torch.equal."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])

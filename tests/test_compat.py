@@ -6,12 +6,11 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import POISON, alloc_scales
+from helpers import DEVICES, POISON, alloc_scales
 from reference import FP8
 from sgl_quant import compat
 from sgl_quant.testing import make_input, make_masked_m
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 RANGE = {FP8: (-448.0, 448.0), torch.int8: (-128.0, 127.0)}
 
 

@@ -1,10 +1,13 @@
 """SPEC §3.3: every invalid call raises before any launch, with a message naming the argument.
 The same checks (csrc/quant_args.cpp) run for CPU and CUDA; device-mix cases are in test_gpu.py."""
+import math
+
 import numpy as np
 import pytest
 import torch
 
 import sgl_quant
+from helpers import DEVICES, bits
 from sgl_quant.quant import create_scale_tensor
 
 FP8 = torch.float8_e4m3fn
@@ -204,28 +207,30 @@ def test_masked_scale_experts_overlap():
         call_v2(**kw)
 
 
+# name -> (call on x, an x of the wrong rank, the message it gets)
+V2_RANK = ((256,), r"x must be 2-D \[M, K\] or 3-D \[E, M, K\], got shape \(256,\)")
+RMS_RANK = ((1, 4, 256), r"x must be 2-D \[M, H\], got shape \(1, 4, 256\)")
 ALLOCATING_WRAPPERS = {
-    "fp8": lambda x: sgl_quant.per_token_group_quant_fp8(x, 128),
-    "int8": lambda x: sgl_quant.per_token_group_quant_int8(x, 128),
-    "dsv4": lambda x: sgl_quant.per_token_group_quant_fp8_dsv4(x),
-    "rmsnorm_fp8": lambda x: sgl_quant.rmsnorm_per_token_group_quant_fp8(x, torch.ones(256).bfloat16(), 128),
-    "rmsnorm_int8": lambda x: sgl_quant.rmsnorm_per_token_group_quant_int8(x, torch.ones(256).bfloat16(), 128),
+    "fp8": (lambda x: sgl_quant.per_token_group_quant_fp8(x, 128), *V2_RANK),
+    "int8": (lambda x: sgl_quant.per_token_group_quant_int8(x, 128), *V2_RANK),
+    "dsv4": (lambda x: sgl_quant.per_token_group_quant_fp8_dsv4(x), (4, 256),
+             r"x must be 3-D \[T, G, D\], got shape \(4, 256\)"),
+    "rmsnorm_fp8": (lambda x: sgl_quant.rmsnorm_per_token_group_quant_fp8(x, torch.ones(256).bfloat16(), 128),
+                    *RMS_RANK),
+    "rmsnorm_int8": (lambda x: sgl_quant.rmsnorm_per_token_group_quant_int8(x, torch.ones(256).bfloat16(), 128),
+                     *RMS_RANK),
 }
 
 
 @pytest.mark.parametrize("wrapper", sorted(ALLOCATING_WRAPPERS))
 def test_allocating_wrappers_reject_bad_x(wrapper):
     """The allocating wrappers read x's shape to allocate, before the op's checks: they name x."""
-    call = ALLOCATING_WRAPPERS[wrapper]
+    call, bad_shape, message = ALLOCATING_WRAPPERS[wrapper]
     for not_a_tensor in (np.zeros((4, 256), np.float32), [[0.0] * 256]):
         with pytest.raises(TypeError, match=f"x must be a torch.Tensor, got {type(not_a_tensor).__name__}"):
             call(not_a_tensor)
-    bad_rank, want = {"dsv4": (torch.randn(4, 256), r"x must be 3-D \[T, G, D\], got shape \(4, 256\)"),
-                      "rmsnorm_fp8": (torch.randn(1, 4, 256), r"x must be 2-D \[M, H\], got shape \(1, 4, 256\)"),
-                      "rmsnorm_int8": (torch.randn(1, 4, 256), r"x must be 2-D \[M, H\], got shape \(1, 4, 256\)"),
-                      }.get(wrapper, (torch.randn(256), r"x must be 2-D \[M, K\] or 3-D \[E, M, K\], got shape \(256,\)"))
-    with pytest.raises(ValueError, match=want):
-        call(bad_rank.bfloat16())
+    with pytest.raises(ValueError, match=message):
+        call(torch.randn(bad_shape).bfloat16())
 
 
 def test_create_scale_tensor_rejects_bad_arguments():
@@ -398,21 +403,14 @@ def test_rms_codes_and_scales():
                      output_s=create_scale_tensor((4, 256), 128, "cpu", True, True, True))
 
 
-
 # --- outputs sharing memory with another argument ----------------------------------------------
 # The kernels read and write in parallel, so an output that shares bytes with another argument would
 # give schedule-dependent bytes: refused before any launch, naming both. Spans that intersect without
 # sharing bytes (interleaved views of one buffer) are accepted: decided exactly.
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-
-
 def carve(buf, offset, shape, dtype):
     """A contiguous tensor of `shape` and `dtype` inside the byte buffer `buf`, `offset` bytes in."""
-    n = 1
-    for d in shape:
-        n *= d
-    nbytes = n * torch.empty(0, dtype=dtype).element_size()
+    nbytes = math.prod(shape) * dtype.itemsize
     return buf[offset:offset + nbytes].view(dtype).view(shape)
 
 
@@ -421,17 +419,12 @@ def on_device(kw, device):
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
 
 
-def as_bytes(t):
-    """t's bytes in C order (a copy where t is not contiguous)."""
-    return t.reshape(-1).view(torch.uint8)
-
-
 def expect_refusal(call, match, watched):
     """call() raises a RuntimeError matching `match`, and leaves every tensor of `watched` unchanged."""
-    before = [as_bytes(t).clone() for t in watched]
+    before = [bits(t).clone() for t in watched]
     with pytest.raises(RuntimeError, match=match):
         call()
-    assert all(torch.equal(as_bytes(t), b) for t, b in zip(watched, before)), f"{match}: bytes written before the error"
+    assert all(torch.equal(bits(t), b) for t, b in zip(watched, before)), f"{match}: bytes written before the error"
 
 
 def expect_overlap(call, what, watched):

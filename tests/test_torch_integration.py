@@ -5,11 +5,10 @@ import torch
 
 import sgl_quant
 import sgl_quant.compat  # noqa: F401  (the export test's compat cases)
-from helpers import alloc_scales
+from helpers import DEVICES, alloc_scales, bits
 from reference import FP8
 from sgl_quant.testing import make_input, make_masked_m
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 ALL_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 # opcheck's test_schema compares mutated tensors with arithmetic that float8 tensors do not support
 # ("mul_cpu_reduced_float not implemented for Float8_e4m3fn"); the schema is the same for every output
@@ -56,17 +55,12 @@ def test_opcheck_dsv4(device):
     opcheck(torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4.default, (x, q, s, False), FP8)
 
 
-def _bits(t):
-    """t's elements as integers of the same width (a view, so any strides; float8/NaN-safe equality)."""
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
-
-
 def _same(a, b):
     """Same shape, strides, dtype and bytes. The strides of an empty tensor are not compared: a traced
     program computes them from a symbolic size (a transposed [G, 0] buffer has row stride 0 there, 1 in
     eager), and no element is ever addressed through them."""
     return (a.shape == b.shape and a.dtype == b.dtype and (a.numel() == 0 or a.stride() == b.stride())
-            and torch.equal(_bits(a), _bits(b)))
+            and torch.equal(bits(a), bits(b)))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -227,4 +221,4 @@ def test_export_dynamic_rows(case, strict, device):
             assert _same(g, w), f"M={m}: output {i} differs from eager (shape {tuple(g.shape)} vs {tuple(w.shape)}, " \
                                 f"strides {g.stride()} vs {w.stride()})"
         if with_residual:
-            assert torch.equal(_bits(got_args[1]), _bits(want_args[1])), f"M={m}: the residual update differs"
+            assert torch.equal(bits(got_args[1]), bits(want_args[1])), f"M={m}: the residual update differs"
