@@ -30,14 +30,14 @@ def log(msg):
     print(f"[sgl_quant build] {msg}", file=sys.stderr, flush=True)
 
 
-def _load_find_cuda_home():
+def _load_cuda_toolkit_helpers():
     spec = importlib.util.spec_from_file_location("find_cuda_home", ROOT / "scripts" / "build" / "find_cuda_home.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.find_cuda_home
+    return module.find_cuda_home, module.toolkit_version
 
 
-find_cuda_home = _load_find_cuda_home()
+find_cuda_home, toolkit_version = _load_cuda_toolkit_helpers()
 cuda_home = find_cuda_home()
 if cuda_home:
     os.environ["CUDA_HOME"] = cuda_home  # read by torch.utils.cpp_extension at import time
@@ -96,6 +96,17 @@ def want_cuda():
         return False, "this torch has no CUDA support"
     if not cuda_home:
         return False, "no CUDA toolkit (nvcc) found; set CUDA_HOME"
+    # The extension links torch's CUDA runtime, so it must be compiled for torch's CUDA major version.
+    # torch.utils.cpp_extension refuses a mismatch too, but only when the build starts and with a bare
+    # tuple for a message; say here what differs and the three ways out.
+    toolkit = toolkit_version(cuda_home)
+    torch_major = int(torch.version.cuda.split(".")[0])
+    if toolkit and toolkit[0] != torch_major:
+        raise SystemExit(
+            f"[sgl_quant build] the CUDA toolkit at {cuda_home} is CUDA {toolkit[0]}.{toolkit[1]}, but torch "
+            f"{torch.__version__} was built with CUDA {torch.version.cuda}, and the extension must use torch's CUDA "
+            f"major version. Set CUDA_HOME to a CUDA {torch_major}.x toolkit, install a torch built for CUDA "
+            f"{toolkit[0]}, or set SGL_QUANT_CPU_ONLY=1 to build the CPU implementation only.")
     return True, f"CUDA toolkit at {cuda_home}, torch {torch.__version__} (CUDA {torch.version.cuda})"
 
 

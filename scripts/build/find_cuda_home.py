@@ -2,10 +2,12 @@
 
 `nvcc` on PATH may be a wrapper script (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`), which makes
 torch guess `<wrapper dir>/..` as CUDA_HOME; follow links and wrapper scripts instead.
+`toolkit_version` reads that toolkit's CUDA version (setup.py compares it with torch's).
 """
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 
@@ -30,6 +32,18 @@ def find_cuda_home():
         if (c / "bin" / "nvcc").is_file() and (c / "include" / "cuda_runtime.h").is_file():
             return str(c)
     return None
+
+
+def toolkit_version(cuda_home):
+    """(major, minor) of the toolkit's nvcc ("release 13.0" in `nvcc --version`), or None when it cannot be
+    run or read."""
+    try:
+        out = subprocess.run([str(Path(cuda_home) / "bin" / "nvcc"), "--version"], capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 if __name__ == "__main__":
