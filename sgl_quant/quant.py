@@ -68,7 +68,9 @@ def create_scale_tensor(
     # Symbolic sizes (torch.export, tracing with dynamic shapes) stay symbolic: int() would specialize
     # the traced program to the size it was traced with.
     *batch, m, h = (d if isinstance(d, torch.SymInt) else int(d) for d in q_shape)
-    if group_size <= 0 or h % group_size != 0:
+    if group_size <= 0:
+        raise ValueError(f"group_size must be positive, got {group_size}")
+    if h % group_size != 0:
         raise ValueError(f"q_shape[-1]={h} must be divisible by group_size={group_size}")
     g = h // group_size
     if scale_ue8m0 and column_major_scales:

@@ -240,8 +240,13 @@ def test_create_scale_tensor_rejects_bad_arguments():
         create_scale_tensor((4, 512), 128.0, "cpu")
     with pytest.raises(TypeError, match="group_size must be an int, got float"):
         sgl_quant.per_token_group_quant_fp8(torch.randn(4, 512).bfloat16(), 128.0)
-    with pytest.raises(ValueError, match="must be divisible by group_size=0"):
-        create_scale_tensor((4, 512), 0, "cpu")
+    for not_positive in (0, -128):  # -128 divides 512: the message must not say it does not
+        with pytest.raises(ValueError, match=f"group_size must be positive, got {not_positive}"):
+            create_scale_tensor((4, 512), not_positive, "cpu")
+    with pytest.raises(ValueError, match="group_size must be positive, got -128"):
+        sgl_quant.per_token_group_quant_fp8(torch.randn(4, 512).bfloat16(), -128)
+    with pytest.raises(ValueError, match=r"q_shape\[-1\]=512 must be divisible by group_size=384"):
+        create_scale_tensor((4, 512), 384, "cpu")
     # integer-like group sizes (numpy, 0-d tensors) are ints
     assert create_scale_tensor((4, 512), np.int64(128), "cpu").shape == (4, 4)
     assert create_scale_tensor((4, 512), torch.tensor(64), "cpu").shape == (4, 8)
