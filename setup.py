@@ -65,15 +65,21 @@ def nvcc_archs(nvcc):
 def cuda_arch_flags(nvcc):
     """-gencode flags and a printable list of what they produce."""
     spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    supported = nvcc_archs(nvcc)
     entries = []  # (number, suffix, ptx)
     if spec:
         for item in re.split(r"[;\s,]+", spec):
             m = re.fullmatch(r"(\d+)\.(\d+)([af]?)(\+PTX)?", item.strip())
             if not m:
                 raise SystemExit(f"[sgl_quant build] cannot parse TORCH_CUDA_ARCH_LIST entry {item!r}")
+            # before compiling, not as an "nvcc fatal" from the first of the build's jobs
+            if supported and m.group(1) + m.group(2) not in supported:
+                raise SystemExit(
+                    f"[sgl_quant build] TORCH_CUDA_ARCH_LIST entry {item!r}: the nvcc at {nvcc} does not know "
+                    f"compute_{m.group(1)}{m.group(2)}; it knows "
+                    f"{', '.join(f'{int(a) // 10}.{int(a) % 10}' for a in sorted(supported, key=int))}")
             entries.append((m.group(1) + m.group(2), m.group(3), bool(m.group(4))))
     else:
-        supported = nvcc_archs(nvcc)
         entries.append(("90", "a", False))
         if "100" in supported:
             entries.append(("100", "a", False))

@@ -24,14 +24,16 @@ spec.loader.exec_module(helpers)
 
 def fake_toolkit(where: Path, version: str) -> Path:
     """A directory that looks like a CUDA toolkit to the build: bin/nvcc (a script that answers --version
-    like nvcc and prints nothing else) and include/cuda_runtime.h."""
+    and --list-gpu-arch like nvcc, knowing compute_90 and compute_100, and prints nothing else) and
+    include/cuda_runtime.h."""
     root = where / f"cuda-{version}"
     (root / "bin").mkdir(parents=True)
     (root / "include").mkdir()
     (root / "include" / "cuda_runtime.h").write_text("")
     nvcc = root / "bin" / "nvcc"
     nvcc.write_text('#!/bin/sh\nif [ "$1" = --version ]; then\n'
-                    f'  echo "Cuda compilation tools, release {version}, V{version}.0"\nfi\n')
+                    f'  echo "Cuda compilation tools, release {version}, V{version}.0"\n'
+                    'elif [ "$1" = --list-gpu-arch ]; then\n  printf "compute_90\\ncompute_100\\n"\nfi\n')
     nvcc.chmod(0o755)
     return root
 
@@ -68,6 +70,7 @@ def run_setup(cuda_home: Path, **env):
 @pytest.mark.skipif(torch.version.cuda is None, reason="this torch has no CUDA version to compare with")
 def test_setup_refuses_a_toolkit_of_another_cuda_major_version(tmp_path, monkeypatch):
     monkeypatch.delenv("SGL_QUANT_CPU_ONLY", raising=False)
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
     torch_major = int(torch.version.cuda.split(".")[0])
     other = fake_toolkit(tmp_path, f"{torch_major - 1}.8")
     r = run_setup(other)
@@ -80,3 +83,18 @@ def test_setup_refuses_a_toolkit_of_another_cuda_major_version(tmp_path, monkeyp
     assert cpu_only.returncode == 0 and "building the CPU implementation only" in cpu_only.stderr, cpu_only.stderr
     same = run_setup(fake_toolkit(tmp_path, f"{torch_major}.9"))
     assert same.returncode == 0 and "building CPU + CUDA kernels" in same.stderr, same.stderr[-2000:]
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="the arch list is read for CUDA builds only")
+def test_setup_refuses_an_arch_the_toolkit_does_not_know(tmp_path, monkeypatch):
+    monkeypatch.delenv("SGL_QUANT_CPU_ONLY", raising=False)
+    toolkit = fake_toolkit(tmp_path, torch.version.cuda)  # knows compute_90 and compute_100
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;9.5")
+    r = run_setup(toolkit)
+    assert r.returncode != 0
+    assert (f"TORCH_CUDA_ARCH_LIST entry '9.5': the nvcc at {toolkit}/bin/nvcc does not know compute_95; "
+            "it knows 9.0, 10.0") in r.stderr, r.stderr[-2000:]
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;10.0a+PTX")
+    r = run_setup(toolkit)
+    assert r.returncode == 0 and "building CPU + CUDA kernels for sm_90a, sm_100a, compute_100a" in r.stderr, \
+        r.stderr[-2000:]
