@@ -75,7 +75,7 @@ wheel-check: wheel
 	  PYTHON=$$py_old scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
 	  PYTHON=$$py_newest scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_NEWEST) $(WHEEL_VENV)-newest lean \
 	    $(WHEEL_TORCH_NEWEST_EXTRA)
-	scripts/ci/host_sources_against.sh build/torch-wheels/torch-$(WHEEL_TORCH_OLD)-*.whl  # the source build, oldest torch
+	scripts/ci/host_sources_against.sh build/torch-wheels/torch-$(WHEEL_TORCH_OLD)-*.whl  # a source build at the GPU machine's torch
 
 # The source distribution (what pip builds where no wheel fits): every tracked file the build and the
 # tests need and no build output; unpacked elsewhere, the CPU implementation built from it and the test

@@ -1,7 +1,7 @@
 """The build's CUDA toolkit logic (setup.py, scripts/build/find_cuda_home.py), with fake toolkits: the root
-found through a wrapper script, the toolkit's version, and the refusal of a toolkit whose CUDA major
-version differs from torch's. Needs the source tree: skipped in a copy of the tests run against an
-installed wheel."""
+found through a wrapper script, the toolkit's version, and the refusals before compiling of a toolkit
+whose CUDA major version differs from torch's and of a TORCH_CUDA_ARCH_LIST entry the toolkit does not
+know. Needs the source tree: skipped in a copy of the tests run against an installed wheel."""
 import importlib.util
 import os
 import subprocess
