@@ -190,7 +190,7 @@ def run_rmsnorm(x, weight, group_size, out_dtype, layout, residual=None, with_no
         runs.append((q.cpu(), s, None if normed is None else normed.cpu(), None if res is None else res.cpu()))
     for a, b in zip(*runs):
         if a is not None:
-            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), "an output element was not written"
+            assert torch.equal(bits(a), bits(b)), "an output element was not written"
     return runs[0]
 
 
@@ -199,7 +199,7 @@ def assert_same_bytes(got, want, what=""):
     for a, b in zip(got, want):
         assert (a is None) == (b is None), what
         if a is not None:
-            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), what
+            assert torch.equal(bits(a), bits(b)), what
 
 
 def bits(t):
