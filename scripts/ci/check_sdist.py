@@ -23,7 +23,7 @@ from pathlib import Path
 from ci_report import finish
 
 ROOT = Path(__file__).resolve().parents[2]
-NEEDED = ["csrc/*", "sgl_quant/*", "tests/*", "setup.py", "pyproject.toml", "MANIFEST.in", "README.md",
+NEEDED = ["csrc/*", "sgl_quant/*", "tests/*", "setup.py", "pyproject.toml", "MANIFEST.in", "LICENSE", "README.md",
           "CMakeLists.txt", "Makefile", "scripts/build/*"]
 BUILD_OUTPUT = ["*/__pycache__/*", "*.pyc", "*.so", "/build/*", "/dist/*"]  # matched against "/" + path
 

@@ -2,7 +2,8 @@
 
     python scripts/ci/check_wheel.py dist/sgl_quant-*.whl
 
-Checks: the package files are there (extension, Python modules, selftest data); the wheel is one
+Checks: the package files are there (extension, Python modules, selftest data, the Apache-2.0 LICENSE
+text in the .dist-info that the metadata's License-File names); the wheel is one
 for every torch and CPython: metadata `torch>=X` (no pin), an abi3 tag, and the extension uses no
 libtorch C++ symbol — only libtorch's stable C shim (`nm -D --undefined-only | c++filt`: nothing in
 at::, c10::, torch::); every shared library the extension needs (ELF DT_NEEDED) is one the C/C++
@@ -80,6 +81,12 @@ def main(path):
             errors.append(f"expected one sgl_quant/_C*.so, found {exts}")
         meta_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
         meta = whl.read(meta_name).decode() if meta_name else ""
+        # setuptools >= 77 puts license files under .dist-info/licenses/, older ones in .dist-info/
+        licenses = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/(licenses/)?LICENSE", n)]
+        if not licenses or "Apache License" not in whl.read(licenses[0]).decode():
+            errors.append(f"the wheel must carry the Apache-2.0 LICENSE text in its .dist-info, found {licenses}")
+        if not re.search(r"^License-File: LICENSE$", meta, re.M):
+            errors.append("METADATA must name the LICENSE (License-File: LICENSE)")
         pins = re.findall(r"^Requires-Dist: torch\b\s*(.*)$", meta, re.M)
         if len(pins) != 1 or not re.fullmatch(r">=\s*[\d.]+", pins[0].strip()):
             errors.append(f"METADATA must require torch>=X (stable ABI: no pin), found {pins}")
