@@ -69,7 +69,8 @@ wheel-check: wheel
 	$(PY) -m pip install -q $(PIP_QUICK) auditwheel 2>/dev/null || echo "auditwheel not installable here (no index); the ELF check below runs regardless"
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/ci/check_wheel.py dist/sgl_quant-*.whl
 	py_old=$$(scripts/ci/find_python.sh $(WHEEL_PY_OLD)) && py_newest=$$(scripts/ci/find_python.sh $(WHEEL_PY_NEWEST)) && \
-	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") && \
+	expect_cuda=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") && \
+	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$expect_cuda && \
 	  PYTHON=$(PYTHON) scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl \
 	    $$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") $(WHEEL_VENV)-new && \
 	  PYTHON=$$py_old scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
