@@ -33,7 +33,7 @@ TARGET_US = {1: (2.0, 1.5), 64: (2.3, 1.8), 256: (3.5, 3.0), 1024: (13.5, None),
              16384: (202.0, None)}
 
 
-def cases(quick, hidden=(7168, 4096)):
+def cases(quick, hidden):
     ms = (1, 64, 256, 1024, 4096, 16384)
     out = []
     for h in hidden:
