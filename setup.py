@@ -121,9 +121,12 @@ def extension():
     # No -std flag: torch.utils.cpp_extension adds the C++ standard its own headers need.
     # Hidden visibility: the library exports PyInit__C only, so none of the header-only torch code
     # compiled into it can interpose on libtorch's own copies.
+    # -ffp-contract=off: the CPU implementation's fp32 steps are the kernels' (no fused multiply-adds but
+    # its explicit ones); -fno-trapping-math lets its branch-free selects vectorize (no value changes:
+    # nothing reads the floating-point exception flags).
     target = "-DTORCH_TARGET_VERSION=0x%02x%02x000000000000" % TORCH_MIN
-    cxx = ["-O3", "-ffp-contract=off", "-fvisibility=hidden", "-fvisibility-inlines-hidden", target,
-           f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
+    cxx = ["-O3", "-ffp-contract=off", "-fno-trapping-math", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+           target, f"-DSGL_QUANT_VERSION_TOKEN={VERSION}"]
     use_cuda, why = want_cuda()
     if not use_cuda:
         log(f"building the CPU implementation only: {why}")

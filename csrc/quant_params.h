@@ -113,6 +113,24 @@ SGLQ_HD int ceil_log2_from_bits(float x) {
 // 2^e built from exponent bits (exact for -126 <= e <= 127).
 SGLQ_HD float pow2_from_bits(int e) { return bits_to_float(static_cast<uint32_t>(e + 127) << 23); }
 
+// The e4m3fn bits of c, rounded to nearest even, for a finite |c| <= 448 (the clamp of SPEC §1
+// guarantees both): the bits of torch's Float8_e4m3fn(c) for every such float (tests/test_fp8_bits.py),
+// without its branches for NaN and overflow, so that the CPU implementation's loop over a group
+// vectorizes. Host only: the CUDA kernels convert with __nv_cvt_float2_to_fp8x2 (satfinite, the same
+// rounding).
+inline uint8_t fp8_e4m3_bits(float c) {
+  const uint32_t bits = float_bits(c);
+  const uint32_t sign = (bits >> 24) & 0x80u;
+  const uint32_t mag = bits & 0x7fffffffu;
+  // |c| >= 2^-6, a normal fp8 value: keep 3 mantissa bits (nearest even), rebias the exponent 127 -> 7
+  const uint32_t normal = (mag + ((7u - 127u) << 23) + 0x7ffffu + ((mag >> 20) & 1u)) >> 20;
+  // |c| < 2^-6: the fp8 subnormal step 2^-9 is the last mantissa bit of 2^14, so the fp32 addition
+  // rounds |c| to it (nearest even) and the difference of the bits is the code
+  const uint32_t subnormal = float_bits(bits_to_float(mag) + 16384.0f) - float_bits(16384.0f);
+  const bool is_subnormal = static_cast<int32_t>(mag) < static_cast<int32_t>(121u << 23);  // mag < 2^31
+  return static_cast<uint8_t>(sign | (is_subnormal ? subnormal : normal));
+}
+
 // Per-output-type constants (SPEC §1). kInvMax is fp32(1 / MAX), as the reference computes it.
 struct Fp8Range {
   static constexpr bool kIsFp8 = true;

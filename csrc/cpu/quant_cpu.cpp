@@ -18,6 +18,20 @@
 namespace sgl_quant {
 namespace {
 
+// The row loops below are compiled twice on x86-64 with GCC >= 11 (which names x86-64-v3): for
+// x86-64-v3 (AVX2, FMA) and for the baseline; the dynamic loader picks one per CPU (function
+// multiversioning, an ifunc). Both run the same IEEE operations in the same order (-ffp-contract=off
+// forbids contraction; no reassociation without -ffast-math; std::fma is an instruction in one and
+// glibc's exact fmaf in the other; the headers pick their fp16/bf16 conversions by macros, the same in
+// both): the same bytes, faster. CPPFLAGS=-DSGLQ_CPU_NO_CLONES builds the baseline alone (for A/B
+// checks, scripts/probe/cpu_digest.py).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
+    !defined(SGLQ_CPU_NO_CLONES)
+#define SGLQ_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SGLQ_CPU_CLONES
+#endif
+
 using BFloat16 = torch::headeronly::BFloat16;
 using Half = torch::headeronly::Half;
 using Float8_e4m3fn = torch::headeronly::Float8_e4m3fn;
@@ -27,23 +41,32 @@ using Float8_e4m3fn = torch::headeronly::Float8_e4m3fn;
 // the reference's) zero, not a tiny product that could become the group's amax.
 inline float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
 
-// The activation value v of SPEC §1 (rounded to T exactly where the kernel rounds).
+// The activation values v of SPEC §1 of one group of n elements (rounded to T exactly where the kernel
+// rounds); up is null without fused SiLU.
 template <typename T>
-float activation(const T* gate, const T* up, int64_t i) {
-  if (up == nullptr) return static_cast<float>(gate[i]);
-  const float z = flush_subnormal(static_cast<float>(gate[i]));
-  const T a = static_cast<T>(flush_subnormal(z / (1.0f + std::exp(-z))));
-  const float product = flush_subnormal(static_cast<float>(a) * flush_subnormal(static_cast<float>(up[i])));
-  return static_cast<float>(static_cast<T>(product));
+void activation(const T* gate, const T* up, int64_t n, float* v) {
+  if (up == nullptr) {
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(gate[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float z = flush_subnormal(static_cast<float>(gate[i]));
+    const T a = static_cast<T>(flush_subnormal(z / (1.0f + std::exp(-z))));
+    const float product = flush_subnormal(static_cast<float>(a) * flush_subnormal(static_cast<float>(up[i])));
+    v[i] = static_cast<float>(static_cast<T>(product));
+  }
 }
 
+// The codes of n finite activation values at the reciprocal scale y (SPEC §1).
 template <typename Q, typename R>
-Q encode(float v, float y) {
-  const float c = std::min(std::max(v * y, R::kMin), R::kMax);
-  if constexpr (std::is_same_v<Q, int8_t>) {
-    return static_cast<int8_t>(c);  // truncation toward zero, as the reference kernel does
-  } else {
-    return Q(c);  // round to nearest even; |c| <= 448 so it never saturates
+void encode(const float* v, float y, Q* q, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = std::min(std::max(v[i] * y, R::kMin), R::kMax);
+    if constexpr (std::is_same_v<Q, int8_t>) {
+      q[i] = static_cast<int8_t>(c);  // truncation toward zero, as the reference kernel does
+    } else {
+      reinterpret_cast<uint8_t*>(q)[i] = fp8_e4m3_bits(c);
+    }
   }
 }
 
@@ -59,7 +82,7 @@ Q nan_code() {
 // SPEC §1 for one group: codes q[0, group_size) and scale g of the row whose scales start at s_row
 // (in elements of output_s) from the activation values v. Shared by every op.
 template <typename Q, typename R>
-void quantize_group(const QuantParams& p, const float* v, Q* q, int64_t s_row, int64_t g) {
+SGLQ_CPU_CLONES void quantize_group(const QuantParams& p, const float* v, Q* q, int64_t s_row, int64_t g) {
   const int64_t gs = p.group_size;
   uint32_t amax_bits = 0;
   for (int64_t i = 0; i < gs; ++i) amax_bits = std::max(amax_bits, float_bits(v[i]) & 0x7fffffffu);
@@ -75,7 +98,11 @@ void quantize_group(const QuantParams& p, const float* v, Q* q, int64_t s_row, i
     s = pow2_from_bits(e);
     y = pow2_from_bits(-e);
   }
-  for (int64_t i = 0; i < gs; ++i) q[i] = finite ? encode<Q, R>(v[i], y) : nan_code<Q>();
+  if (finite) {
+    encode<Q, R>(v, y, q, gs);
+  } else {
+    std::fill(q, q + gs, nan_code<Q>());
+  }
   if (p.scale_kind == ScaleKind::kPackedUE8M0) {
     uint8_t* word = static_cast<uint8_t*>(p.output_s) + 4 * (s_row + (g / 4) * p.s_group_stride);
     word[g % 4] = finite ? static_cast<uint8_t>(e + 127) : kUE8M0NanByte;
@@ -94,34 +121,37 @@ void for_each_row(int64_t rows, int64_t hidden, const F& f) {
   torch::stable::parallel_for(0, rows, grain, f);
 }
 
+// v2/DSV4 rows [begin, end) of the flattened (outer, row) range.
+template <typename T, typename Q, typename R>
+SGLQ_CPU_CLONES void quantize_rows(const QuantParams& p, int64_t begin, int64_t end) {
+  const int64_t gs = p.group_size, G = p.groups_per_row, H = p.hidden;
+  std::vector<float> v(gs);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t outer = r / p.rows_per_outer, row = r % p.rows_per_outer;
+    if (p.masked_m != nullptr) {
+      const int64_t count = std::clamp<int64_t>(p.masked_m[outer], 0, p.rows_per_outer);
+      if (row >= count) continue;  // rows beyond the expert's count are not written
+    }
+    const T* in_row = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride;
+    Q* q_row = static_cast<Q*>(p.output_q) + r * H;
+    const int64_t s_row = outer * p.s_outer_stride + row * p.s_row_stride;
+    for (int64_t g = 0; g < G; ++g) {
+      const T* gate = in_row + g * gs;
+      activation(gate, p.fuse_silu_and_mul ? gate + H : nullptr, gs, v.data());
+      quantize_group<Q, R>(p, v.data(), q_row + g * gs, s_row, g);
+    }
+  }
+}
+
 template <typename T, typename Q, typename R>
 void quantize_cpu(const QuantParams& p) {
-  const int64_t gs = p.group_size, G = p.groups_per_row, H = p.hidden;
-  for_each_row(p.num_rows(), H, [&](int64_t begin, int64_t end) {
-    std::vector<float> v(gs);
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t outer = r / p.rows_per_outer, row = r % p.rows_per_outer;
-      if (p.masked_m != nullptr) {
-        const int64_t count = std::clamp<int64_t>(p.masked_m[outer], 0, p.rows_per_outer);
-        if (row >= count) continue;  // rows beyond the expert's count are not written
-      }
-      const T* in_row = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride;
-      Q* q_row = static_cast<Q*>(p.output_q) + r * H;
-      const int64_t s_row = outer * p.s_outer_stride + row * p.s_row_stride;
-      for (int64_t g = 0; g < G; ++g) {
-        const T* gate = in_row + g * gs;
-        const T* up = p.fuse_silu_and_mul ? gate + H : nullptr;
-        for (int64_t i = 0; i < gs; ++i) v[i] = activation(gate, up, i);
-        quantize_group<Q, R>(p, v.data(), q_row + g * gs, s_row, g);
-      }
-    }
-  });
+  for_each_row(p.num_rows(), p.hidden, [&](int64_t begin, int64_t end) { quantize_rows<T, Q, R>(p, begin, end); });
 }
 
 // The sum of squares of one row in the order of SPEC §6.3 and the CUDA kernel
 // (csrc/cuda/rmsnorm_quant.cuh): per 8-element vector an fma chain from +0, then a pairwise tree
 // over the vectors (adjacent pairs first), zeros padding the vector count to a power of two.
-float row_sum_of_squares(const float* z, int64_t hidden, std::vector<float>& partial) {
+SGLQ_CPU_CLONES float row_sum_of_squares(const float* z, int64_t hidden, std::vector<float>& partial) {
   const int64_t vectors = hidden / 8;
   int64_t padded = 1;
   while (padded < vectors) padded *= 2;
@@ -144,36 +174,40 @@ T round_to(float v) {
   return std::isnan(v) ? T(0x7fff, T::from_bits()) : static_cast<T>(v);
 }
 
-// SPEC §6.2 row by row; codes and scales through quantize_group, as v2 on the normed values.
+// SPEC §6.2 for rows [begin, end); codes and scales through quantize_group, as v2 on the normed values.
 template <typename T, typename Q, typename R>
-void rmsnorm_quantize_cpu(const RmsNormQuantParams& rp) {
+SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t begin, int64_t end) {
   const QuantParams& p = rp.quant;
   const int64_t gs = p.group_size, G = p.groups_per_row, H = p.hidden;
   const T* weight = static_cast<const T*>(rp.weight);
-  for_each_row(p.num_rows(), H, [&](int64_t begin, int64_t end) {
-    std::vector<float> z(H), v(H), partial;
-    for (int64_t r = begin; r < end; ++r) {
-      const T* x = static_cast<const T*>(p.input) + r * p.in_row_stride;
-      T* residual = rp.residual ? static_cast<T*>(rp.residual) + r * H : nullptr;
+  std::vector<float> z(H), v(H), partial;
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x = static_cast<const T*>(p.input) + r * p.in_row_stride;
+    T* residual = rp.residual ? static_cast<T*>(rp.residual) + r * H : nullptr;
+    for (int64_t i = 0; i < H; ++i) z[i] = static_cast<float>(x[i]);
+    if (residual) {
       for (int64_t i = 0; i < H; ++i) {
-        z[i] = static_cast<float>(x[i]);
-        if (residual) {
-          z[i] = z[i] + static_cast<float>(residual[i]);
-          residual[i] = round_to<T>(z[i]);
-        }
+        z[i] = z[i] + static_cast<float>(residual[i]);
+        residual[i] = round_to<T>(z[i]);
       }
-      const float ss = row_sum_of_squares(z.data(), H, partial);
-      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(H) + rp.norm_eps);
-      T* normed = rp.output_normed ? static_cast<T*>(rp.output_normed) + r * H : nullptr;
-      for (int64_t i = 0; i < H; ++i) {
-        const T n = round_to<T>((z[i] * inv) * static_cast<float>(weight[i]));
-        if (normed) normed[i] = n;
-        v[i] = static_cast<float>(n);
-      }
-      Q* q_row = static_cast<Q*>(p.output_q) + r * H;
-      for (int64_t g = 0; g < G; ++g) quantize_group<Q, R>(p, v.data() + g * gs, q_row + g * gs, r * p.s_row_stride, g);
     }
-  });
+    const float ss = row_sum_of_squares(z.data(), H, partial);
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(H) + rp.norm_eps);
+    T* normed = rp.output_normed ? static_cast<T*>(rp.output_normed) + r * H : nullptr;
+    for (int64_t i = 0; i < H; ++i) {
+      const T n = round_to<T>((z[i] * inv) * static_cast<float>(weight[i]));
+      if (normed) normed[i] = n;
+      v[i] = static_cast<float>(n);
+    }
+    Q* q_row = static_cast<Q*>(p.output_q) + r * H;
+    for (int64_t g = 0; g < G; ++g) quantize_group<Q, R>(p, v.data() + g * gs, q_row + g * gs, r * p.s_row_stride, g);
+  }
+}
+
+template <typename T, typename Q, typename R>
+void rmsnorm_quantize_cpu(const RmsNormQuantParams& rp) {
+  for_each_row(rp.quant.num_rows(), rp.quant.hidden,
+               [&](int64_t begin, int64_t end) { rmsnorm_quantize_rows<T, Q, R>(rp, begin, end); });
 }
 
 // Calls fn<T, Q, R>() for the call's input and code types.
