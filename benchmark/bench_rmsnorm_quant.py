@@ -3,6 +3,8 @@
 two-kernel pair this library can run side by side (a torch.compile'd add + RMSNorm kernel, then
 sgl_quant's v2 quant) and the SPEC §6.5 anchors for FlashInfer's and vLLM's fused kernels (fixed points
 measured 2026-11-30 on an H200; not runnable here). Writes rmsnorm.txt, rmsnorm.json, rmsnorm.png.
+Without a GPU it times the C++ CPU implementation instead (wall clock, median of 5), beside the eager
+pair (torch's add + RMSNorm, then sgl_quant's v2 quant on the CPU).
 
     python benchmark/bench_rmsnorm_quant.py [--quick] [--out DIR] [--no-baselines] [--hidden 7168,4096]
 
@@ -11,6 +13,7 @@ measured 2026-11-30 on an H200; not runnable here). Writes rmsnorm.txt, rmsnorm.
 """
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -55,35 +58,35 @@ def min_bytes(c):
     return m * h * (9 if c["normed"] else 7) + m * (h // 128) * 4
 
 
-def inputs(c):
-    """x, weight (around 1), residual, codes and column-major TMA fp32 scales for case c, on the GPU."""
+def inputs(c, device="cuda"):
+    """x, weight (around 1), residual, codes and column-major TMA fp32 scales for case c."""
     m, h, dt = c["m"], c["h"], c["dtype"]
-    x = make_input((m, h), dt, seed=1, device="cuda")
-    w = (make_input((h,), dt, seed=2, device="cuda").float() * 64 + 1).to(dt)
-    r = make_input((m, h), dt, seed=3, device="cuda")
-    q = torch.empty(m, h, dtype=FP8, device="cuda")
-    s = sgl_quant.create_scale_tensor((m, h), 128, "cuda", True, True, False)
+    x = make_input((m, h), dt, seed=1, device=device)
+    w = (make_input((h,), dt, seed=2, device=device).float() * 64 + 1).to(dt)
+    r = make_input((m, h), dt, seed=3, device=device)
+    q = torch.empty(m, h, dtype=FP8, device=device)
+    s = sgl_quant.create_scale_tensor((m, h), 128, device, True, True, False)
     return x, w, r, q, s
 
 
-def build(c, pdl):
-    x, w, r, q, s = inputs(c)
+def build(c, pdl, device="cuda"):
+    x, w, r, q, s = inputs(c, device)
     n = torch.empty_like(x) if c["normed"] else None
     # The residual is updated in place on every call (as in a model), so repeated calls see changing data.
     return lambda: sgl_quant.rmsnorm_per_token_group_quant_8bit(x, w, q, s, 128, 1e-6, residual=r, output_normed=n,
                                                                 enable_pdl=pdl)
 
 
+def add_rmsnorm(x, r, w):
+    z = x.float() + r.float()
+    r.copy_(z.to(r.dtype))
+    return (z * torch.rsqrt(z.square().mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
 def build_pair(c):
     """The two-kernel producer: one torch.compile'd add + RMSNorm kernel (11 bytes per element with the
     quant's read) and sgl_quant's v2 quant of its output."""
     x, w, r, q, s = inputs(c)
-
-    def add_rmsnorm(x, r, w):
-        z = x.float() + r.float()
-        r.copy_(z.to(r.dtype))
-        return (z * torch.rsqrt(z.square().mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
-
     compiled = torch.compile(add_rmsnorm, dynamic=False)
 
     def run():
@@ -120,6 +123,36 @@ def bench(quick, baselines, hidden):
         rows.append(r)
         print(format_row(r), flush=True)
     return dict(device=dev, copy_tbs=bw, empty_kernel_us=empty, rows=rows)
+
+
+def bench_cpu(quick, hidden):
+    """The C++ CPU implementation (wall clock, median of 5) and the eager pair on the CPU, bf16."""
+    print(f"no CUDA device: timing the C++ CPU implementation ({torch.get_num_threads()} threads; wall clock, "
+          "median of 5)", flush=True)
+    print(header(), flush=True)
+    rows = []
+    for h in hidden:
+        for m in (1, 64, 1024) + (() if quick else (4096,)):
+            c = dict(m=m, h=h, dtype=torch.bfloat16, normed=False, name=f"rmsnorm-M{m}-H{h}-bf16")
+            x, w, r, q, s = inputs(c, "cpu")
+
+            def pair():
+                sgl_quant.per_token_group_quant_8bit_v2(add_rmsnorm(x, r, w), q, s, 128)
+            row = dict(name=c["name"], m=m, h=h, normed=False, dtype="bfloat16", bytes=min_bytes(c),
+                       us=wall_us(build(c, False, "cpu")), pair_us=wall_us(pair))
+            rows.append(row)
+            print(format_row(row), flush=True)
+    return dict(device=f"CPU ({torch.get_num_threads()} threads)", copy_tbs=None, rows=rows)
+
+
+def wall_us(fn, runs=5):
+    fn()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
 
 
 COLUMNS = [("name", "case", "{:<32}"), ("us", "µs", "{:>8.2f}"), ("us_pdl", "µs PDL", "{:>8.2f}"),
@@ -200,20 +233,22 @@ def main(argv=None):
     hidden = tuple(int(h) for h in args.hidden.split(","))
     if any(h <= 0 or h % 128 for h in hidden):
         ap.error(f"--hidden: every H must be a positive multiple of 128 (the group size), got {args.hidden}")
-    if not torch.cuda.is_available():
-        print("no CUDA device: the fused op's benchmark needs a GPU (its CPU implementation is tested, not timed)")
-        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = bench(args.quick, not args.no_baselines, hidden)
+    gpu = torch.cuda.is_available()
+    result = bench(args.quick, not args.no_baselines, hidden) if gpu else bench_cpu(args.quick, hidden)
     result["date"] = time.strftime("%Y-%m-%d")
     result["build_info"] = sgl_quant.build_info()
     (out / "rmsnorm.json").write_text(json.dumps(result, indent=1))
-    lines = [f"{result['date']} {result['device']}, copy {result['copy_tbs']:.3f} TB/s", header()]
+    lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if gpu else ""),
+             header()]
     lines += [format_row(r) for r in result["rows"]]
-    lines.append("* FlashInfer / vLLM: SPEC §6.5 anchors (H200, 2026-11-30), not measured in this run")
+    if gpu:
+        lines.append("* FlashInfer / vLLM: SPEC §6.5 anchors (H200, 2026-11-30), not measured in this run")
+        plot(result, out / "rmsnorm.png")
+    else:
+        lines.append("pair: torch eager add + RMSNorm, then sgl_quant's v2 quant, on the CPU")
     (out / "rmsnorm.txt").write_text("\n".join(lines) + "\n")
-    plot(result, out / "rmsnorm.png")
     print("\n".join(lines))
     return 0
 

@@ -15,7 +15,8 @@ def info():
 
 
 def bench(args):
-    """Both benchmarks: v2/DSV4 (all args) and, on a GPU, the fused RMSNorm op (--quick/--out/--no-baselines)."""
+    """Both benchmarks: v2/DSV4 (all args), then the fused RMSNorm op (--quick/--out/--no-baselines); on the CPU
+    implementation where there is no GPU."""
     folder = Path(__file__).resolve().parent.parent / "benchmark"
     if not (folder / "bench_per_token_group_quant.py").is_file():
         print("the benchmarks live in the source tree (benchmark/); run this from a source checkout", file=sys.stderr)
