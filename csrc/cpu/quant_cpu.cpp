@@ -193,11 +193,10 @@ SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t
     }
     const float ss = row_sum_of_squares(z.data(), H, partial);
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(H) + rp.norm_eps);
-    T* normed = rp.output_normed ? static_cast<T*>(rp.output_normed) + r * H : nullptr;
-    for (int64_t i = 0; i < H; ++i) {
-      const T n = round_to<T>((z[i] * inv) * static_cast<float>(weight[i]));
-      if (normed) normed[i] = n;
-      v[i] = static_cast<float>(n);
+    for (int64_t i = 0; i < H; ++i) v[i] = static_cast<float>(round_to<T>((z[i] * inv) * static_cast<float>(weight[i])));
+    if (rp.output_normed) {  // v holds T values: converting back gives the same T (NaN as 0x7FFF)
+      T* normed = static_cast<T*>(rp.output_normed) + r * H;
+      for (int64_t i = 0; i < H; ++i) normed[i] = round_to<T>(v[i]);
     }
     Q* q_row = static_cast<Q*>(p.output_q) + r * H;
     for (int64_t g = 0; g < G; ++g) quantize_group<Q, R>(p, v.data() + g * gs, q_row + g * gs, r * p.s_row_stride, g);
