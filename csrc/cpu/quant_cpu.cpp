@@ -23,8 +23,8 @@ namespace {
 // multiversioning, an ifunc). Both run the same IEEE operations in the same order (-ffp-contract=off
 // forbids contraction; no reassociation without -ffast-math; std::fma is an instruction in one and
 // glibc's exact fmaf in the other; the headers pick their fp16/bf16 conversions by macros, the same in
-// both): the same bytes, faster. CPPFLAGS=-DSGLQ_CPU_NO_CLONES builds the baseline alone (for A/B
-// checks, scripts/probe/cpu_digest.py).
+// both): the same bytes, faster (tests/test_cpu_bytes.py pins them). CPPFLAGS=-DSGLQ_CPU_NO_CLONES
+// builds the baseline alone.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
     !defined(SGLQ_CPU_NO_CLONES)
 #define SGLQ_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
