@@ -1,7 +1,7 @@
 """The CPU implementation's fp8 encoder (csrc/quant_params.h `fp8_e4m3_bits`, a branch-free conversion that
 vectorizes) against torch's Float8_e4m3fn conversion: every finite float with |c| <= 448, the only values
 the clamp of SPEC §1 lets through (a C++ program compiled against torch's headers; needs the source tree
-and a C++ compiler); and, through the op, every bf16 and fp16 value in that range."""
+and a C++ compiler); and, through the op on the CPU and the GPU, every bf16 and fp16 value in that range."""
 import os
 import shutil
 import subprocess
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import sgl_quant
+from helpers import DEVICES
 from reference import FP8
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,8 +61,9 @@ def test_fp8_bits_of_every_float_in_range(tmp_path):
     assert f"checked {2 * (0x43E00000 + 1)} differ 0" in run.stdout, run.stdout
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_fp8_codes_of_every_value(dtype):
+def test_fp8_codes_of_every_value(dtype, device):
     """Every finite bf16/fp16 value v with |v| <= 448 (subnormals, ties of the fp8 rounding, +-0), each in
     a group led by 448: the UE8M0 scale is then 1, so the code must be torch's fp8 conversion of v."""
     bits = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype)
@@ -72,7 +74,7 @@ def test_fp8_codes_of_every_value(dtype):
     pad = (-n) % per_group
     body = torch.cat([values, torch.zeros(pad, dtype=dtype)]).reshape(-1, per_group)
     x = torch.cat([torch.full((body.shape[0], 1), 448.0, dtype=dtype), body], dim=1).reshape(1, -1)
-    x_q, x_s = sgl_quant.per_token_group_quant_fp8(x, group, scale_ue8m0=True)
-    assert bool((x_s == 1).all())
+    x_q, x_s = sgl_quant.per_token_group_quant_fp8(x.to(device), group, scale_ue8m0=True)
+    assert bool((x_s.cpu() == 1).all())
     want = x.float().to(FP8)
-    assert torch.equal(x_q.view(torch.uint8), want.view(torch.uint8))
+    assert torch.equal(x_q.cpu().view(torch.uint8), want.view(torch.uint8))
