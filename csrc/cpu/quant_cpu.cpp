@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "../quant_args.h"
@@ -39,12 +40,14 @@ using Float8_e4m3fn = torch::headeronly::Float8_e4m3fn;
 // fp32 arithmetic under --use_fast_math flushes subnormal operands and results to zero (keeping the
 // sign); the SiLU product does the same here, so that a subnormal bf16 `up` gives the kernel's (and
 // the reference's) zero, not a tiny product that could become the group's amax.
-inline float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+inline float flush_subnormal(float x) {
+  return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x;  // zeros stay as they are
+}
 
 // The activation values v of SPEC §1 of one group of n elements (rounded to T exactly where the kernel
 // rounds); up is null without fused SiLU.
 template <typename T>
-void activation(const T* gate, const T* up, int64_t n, float* v) {
+SGLQ_CPU_CLONES void activation(const T* gate, const T* up, int64_t n, float* v) {
   if (up == nullptr) {
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(gate[i]);
     return;
