@@ -10,8 +10,8 @@ residual and normed output at row lengths up to 32768; every dtype, code type, g
 layout; five input mixes (normal values over many octaves, random bit patterns with NaN/Inf/subnormals,
 sparse specials, fp8 rounding ties, values near eps). Inputs come from an integer hash (no torch RNG),
 so the bytes do not depend on the torch version. Fused SiLU is left out: it calls the C library's expf,
-whose last bit may differ between C libraries (its CPU codes are checked against the reference within
-SPEC §1.1's one-step bound in test_cpu_ops.py).
+whose last bit may differ between C libraries and between glibc's builds for CPUs with and without FMA
+(its CPU codes are checked against the reference within SPEC §1.1's one-step bound in test_cpu_ops.py).
 
     python tests/test_cpu_bytes.py --record    # rewrite the JSON (only for an intended change of bytes)
 """
