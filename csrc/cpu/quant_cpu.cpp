@@ -19,13 +19,13 @@
 namespace sgl_quant {
 namespace {
 
-// The row loops below are compiled twice on x86-64 with GCC >= 11 (which names x86-64-v3): for
-// x86-64-v3 (AVX2, FMA) and for the baseline; the dynamic loader picks one per CPU (function
-// multiversioning, an ifunc). Both run the same IEEE operations in the same order (-ffp-contract=off
-// forbids contraction; no reassociation without -ffast-math; std::fma is an instruction in one and
-// glibc's exact fmaf in the other; the headers pick their fp16/bf16 conversions by macros, the same in
-// both): the same bytes, faster (tests/test_cpu_bytes.py pins them). CPPFLAGS=-DSGLQ_CPU_NO_CLONES
-// builds the baseline alone.
+// The functions marked SGLQ_CPU_CLONES are compiled twice on x86-64 with GCC >= 11 (which names
+// x86-64-v3): for x86-64-v3 (AVX2, FMA) and for the baseline; the dynamic loader picks one per CPU
+// (function multiversioning, an ifunc). Both run the same IEEE operations in the same order
+// (-ffp-contract=off forbids contraction; no reassociation without -ffast-math; std::fma is an
+// instruction in one and glibc's exact fmaf in the other; the headers pick their fp16/bf16 conversions
+// by macros, the same in both): the same bytes, faster (tests/test_cpu_bytes.py pins them).
+// CPPFLAGS=-DSGLQ_CPU_NO_CLONES builds the baseline alone.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
     !defined(SGLQ_CPU_NO_CLONES)
 #define SGLQ_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -196,7 +196,9 @@ SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t
     }
     const float ss = row_sum_of_squares(z.data(), H, partial);
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(H) + rp.norm_eps);
-    for (int64_t i = 0; i < H; ++i) v[i] = static_cast<float>(round_to<T>((z[i] * inv) * static_cast<float>(weight[i])));
+    for (int64_t i = 0; i < H; ++i) {
+      v[i] = static_cast<float>(round_to<T>((z[i] * inv) * static_cast<float>(weight[i])));
+    }
     if (rp.output_normed) {  // v holds T values: converting back gives the same T (NaN as 0x7FFF)
       T* normed = static_cast<T*>(rp.output_normed) + r * H;
       for (int64_t i = 0; i < H; ++i) normed[i] = round_to<T>(v[i]);
