@@ -17,6 +17,7 @@ whose last bit may differ between C libraries and between glibc's builds for CPU
 """
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import LAYOUTS, alloc_scales
+from helpers import LAYOUTS, POISON, alloc_scales
 from reference import FP8
 from sgl_quant.testing import _hash32, make_input
 
@@ -43,9 +44,7 @@ def _hashes(n, seed):
 
 def inputs(shape, dtype, kind, seed):
     """A tensor of one input mix whose values depend only on (shape, dtype, kind, seed)."""
-    n = 1
-    for d in shape:
-        n *= d
+    n = math.prod(shape)
     if kind == "normal":
         return make_input(shape, dtype, seed)
     if kind == "bits":
@@ -58,14 +57,14 @@ def inputs(shape, dtype, kind, seed):
         return x.reshape(shape)
     if kind == "ties":  # halves of small integers: fp8 codes and bf16 roundings land on ties
         return (((_hashes(n, seed) % 1801) - 900).to(torch.float32) / 2).to(dtype).reshape(shape)
-    if kind == "tiny":  # around 2^-40: the eps clamp and tiny scales
+    if kind == "tiny":  # 2^-40 .. 2^-24: the eps clamp and tiny scales
         return (make_input(shape, torch.float32, seed) * 2.0**-28).to(dtype)
     raise ValueError(kind)
 
 
 def poisoned(shape, dtype):
     t = torch.empty(shape, dtype=dtype)
-    t.view(torch.uint8).fill_(0x55)
+    t.view(torch.uint8).fill_(POISON)
     return t
 
 
