@@ -405,20 +405,24 @@ def sweep_launch_shapes():
     return lines
 
 
+def wall_us(fn, runs=5):
+    """Median wall-clock µs of `runs` calls after a warm-up (the CPU implementation's timing)."""
+    fn()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
+
+
 def bench_cpu(quick):
     print("no CUDA device: timing the C++ CPU implementation (wall clock, median of 5)", flush=True)
     rows = []
     for m, h in [(1, 4096), (64, 7168), (1024, 4096)] + ([] if quick else [(4096, 7168)]):
         for layout in ("row_f32", "col_ue8m0"):
             c = dense_case(m, h, layout)
-            fn = build(c, "cpu", False)
-            fn()
-            samples = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - t0) * 1e6)
-            r = dict(name=c["name"], kind="dense", m=m, h=h, bytes=min_bytes(c), us=statistics.median(samples))
+            r = dict(name=c["name"], kind="dense", m=m, h=h, bytes=min_bytes(c), us=wall_us(build(c, "cpu", False)))
             r["tbs"] = r["bytes"] / (r["us"] * 1e-6) / 1e12
             rows.append(r)
             print(format_row(r), flush=True)

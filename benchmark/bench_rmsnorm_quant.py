@@ -13,7 +13,6 @@ pair (torch's add + RMSNorm, then sgl_quant's v2 quant on the CPU).
 """
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,8 @@ from pathlib import Path
 import torch
 
 import sgl_quant
-from bench_per_token_group_quant import copy_bandwidth_tbs, empty_kernel_us, settle_graph_state, time_graph_us
+from bench_per_token_group_quant import (copy_bandwidth_tbs, empty_kernel_us, settle_graph_state, time_graph_us,
+                                         wall_us)
 from sgl_quant.testing import make_input
 
 FP8 = torch.float8_e4m3fn
@@ -143,16 +143,6 @@ def bench_cpu(quick, hidden):
             rows.append(row)
             print(format_row(row), flush=True)
     return dict(device=f"CPU ({torch.get_num_threads()} threads)", copy_tbs=None, rows=rows)
-
-
-def wall_us(fn, runs=5):
-    fn()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(samples)
 
 
 COLUMNS = [("name", "case", "{:<32}"), ("us", "µs", "{:>8.2f}"), ("us_pdl", "µs PDL", "{:>8.2f}"),
