@@ -9,6 +9,7 @@
 #include <torch/headeronly/version.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #if defined(SGL_QUANT_WITH_CUDA)
@@ -49,6 +50,9 @@ namespace sgl_quant {
 // csrc/cuda/quant_cuda.cu. Returns an error message, empty when the arguments are valid.
 std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster, int rmsnorm_stages);
 void launch_config(int out[5]);  // the same five, now
+// "" when the build has CUDA code that device `device` runs; else why not (csrc/cuda/kernel_image.h).
+std::string device_kernel_problem(int device);
+const char* built_cuda_archs() { return SGL_QUANT_CUDA_ARCHS; }
 }  // namespace sgl_quant
 #endif
 
@@ -114,6 +118,17 @@ PyObject* set_launch_config_py(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+PyObject* device_kernel_problem_py(PyObject*, PyObject* args) {
+  int device = 0;
+  if (!PyArg_ParseTuple(args, "i:_device_kernel_problem", &device)) return nullptr;
+  try {
+    return PyUnicode_FromString(sgl_quant::device_kernel_problem(device).c_str());
+  } catch (const std::exception& e) {  // the device guard's own errors
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
 PyObject* launch_config_py(PyObject*, PyObject*) {
   int c[5];
   sgl_quant::launch_config(c);
@@ -127,6 +142,8 @@ PyMethodDef methods[] = {
     {"_set_launch_config", set_launch_config_py, METH_VARARGS,
      "_set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster=0, rmsnorm_stages=0): launch shape of "
      "the CUDA kernels (benchmarking)"},
+    {"_device_kernel_problem", device_kernel_problem_py, METH_VARARGS,
+     "_device_kernel_problem(device): '' when the build has CUDA code that device runs, else why not"},
     {"_launch_config", launch_config_py, METH_NOARGS,
      "[block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages] now in use"},
 #endif

@@ -3,3 +3,6 @@
 from typing import Any, Dict
 
 def build_info() -> Dict[str, Any]: ...
+
+# CUDA builds only: "" when the build has CUDA code that the device runs, else the error a call would raise.
+def _device_kernel_problem(device: int) -> str: ...

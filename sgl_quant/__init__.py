@@ -31,6 +31,12 @@ def build_info() -> dict:
     if info["cuda_available"]:
         info["device"] = torch.cuda.get_device_name()
         info["device_capability"] = "%d.%d" % torch.cuda.get_device_capability()
+        if info["cuda_kernels"]:
+            # whether the archs built include code this device runs; if not, the error a call would raise
+            problem = _C._device_kernel_problem(torch.cuda.current_device())
+            info["device_has_kernels"] = not problem
+            if problem:
+                info["device_kernel_problem"] = problem
     return info
 
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "../quant_args.h"
+#include "kernel_image.h"
 #include "per_token_group_quant.cuh"
 #include "rmsnorm_quant.cuh"
 
@@ -25,6 +26,8 @@ SGLQ_DECLARE_BOTH_LAYOUTS(32)
 SGLQ_DECLARE_BOTH_LAYOUTS(64)
 SGLQ_DECLARE_BOTH_LAYOUTS(128)
 SGLQ_DECLARE_BOTH_LAYOUTS(256)
+
+const char* built_cuda_archs();  // csrc/ops.cpp: the archs the build holds code for, "sm_90a,sm_100a,compute_90"
 
 namespace {
 
@@ -60,12 +63,24 @@ struct DeviceInfo {
   bool sm90 = false;  // programmatic dependent launch and thread-block clusters need SM90+
 };
 
+// Does nothing: it asks whether the build has code for a device (kernel_image_problem), with the archs
+// of every other kernel.
+__global__ void arch_probe_kernel() {}
+
+std::string kernel_image_problem_on(int device) {
+  return kernel_image_problem(reinterpret_cast<const void*>(arch_probe_kernel), device, built_cuda_archs());
+}
+
+// Of the current device (the launcher's guard): refuses, before any launch, a device the build has no
+// code for.
 DeviceInfo device_info(int device) {
   static std::mutex mutex;
   static std::unordered_map<int, DeviceInfo> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(device);
   if (it != cache.end()) return it->second;
+  const std::string problem = kernel_image_problem_on(device);
+  SGLQ_CHECK(problem.empty(), problem);
   DeviceInfo info;
   int major = 0;
   SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
@@ -197,6 +212,11 @@ std::string set_launch_config(int block_threads, int waves, int masked_waves, in
   g_tuning.rmsnorm_cluster = rmsnorm_cluster;
   g_tuning.rmsnorm_stages = rmsnorm_stages;
   return "";
+}
+
+std::string device_kernel_problem(int device) {
+  const torch::stable::accelerator::DeviceGuard guard(device);
+  return kernel_image_problem_on(device);
 }
 
 void launch_config(int out[5]) {
