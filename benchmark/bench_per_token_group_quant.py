@@ -418,14 +418,16 @@ def wall_us(fn, runs=5):
 
 def bench_cpu(quick):
     print("no CUDA device: timing the C++ CPU implementation (wall clock, median of 5)", flush=True)
+    print(table_header(CPU_COLUMNS), flush=True)
     rows = []
     for m, h in [(1, 4096), (64, 7168), (1024, 4096)] + ([] if quick else [(4096, 7168)]):
         for layout in ("row_f32", "col_ue8m0"):
             c = dense_case(m, h, layout)
             r = dict(name=c["name"], kind="dense", m=m, h=h, bytes=min_bytes(c), us=wall_us(build(c, "cpu", False)))
-            r["tbs"] = r["bytes"] / (r["us"] * 1e-6) / 1e12
+            r["ns_per_element"] = r["us"] * 1e3 / (m * h)
+            r["gbs"] = r["bytes"] / (r["us"] * 1e-6) / 1e9
             rows.append(r)
-            print(format_row(r), flush=True)
+            print(format_row(r, CPU_COLUMNS), flush=True)
     return dict(device=f"CPU ({torch.get_num_threads()} threads)", copy_tbs=None, rows=rows)
 
 
@@ -439,6 +441,9 @@ COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>9.2f}"), ("nopdl_refere
            ("torch_compile_us", "compile µs", "{:>10.2f}"), ("triton_us", "triton µs", "{:>9.2f}"),
            ("unfused_us", "unfused µs", "{:>10.2f}"), ("plain_v2_us", "plainv2 µs", "{:>10.2f}"),
            ("spec_reference_us", "ref µs*", "{:>8.2f}"), ("spec_target_us", "target", "{:>7.2f}")]
+# The CPU implementation's table (wall clock): none of the GPU columns, the rate per element instead.
+CPU_COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>10.2f}"), ("ns_per_element", "ns/elem", "{:>8.3f}"),
+               ("gbs", "GB/s", "{:>7.2f}")]
 
 
 def _width(fmt):
@@ -446,11 +451,18 @@ def _width(fmt):
     return int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0])
 
 
-def format_row(r):
-    cells = []
-    for key, _, fmt in COLUMNS:
-        v = r.get(key)
-        cells.append(fmt.format(v) if v is not None else " " * _width(fmt))
+def table_cells(r, columns):
+    """Row r's values in the (key, title, format) columns, blank where it has none (this and table_header serve
+    both benchmarks)."""
+    return " ".join(fmt.format(r[key]) if r.get(key) is not None else " " * _width(fmt) for key, _, fmt in columns)
+
+
+def table_header(columns):
+    return " ".join(title.ljust(_width(fmt)) if fmt.startswith("{:<") else title.rjust(_width(fmt))
+                    for _, title, fmt in columns)
+
+
+def format_row(r, columns=COLUMNS):
     ratios = []
     if r.get("nopdl_reference_us"):
         ratios.append(f"noPDL ours/ref={r['us'] / r['nopdl_reference_us']:.3f}")
@@ -461,14 +473,7 @@ def format_row(r):
     if r.get("spec_target_us"):
         ratios.append("target " + ("MET" if r["us"] <= r["spec_target_us"] or r.get("us_pdl", 1e9) <= r["spec_target_us"]
                                    else "missed"))
-    return " ".join(cells) + "  " + " ".join(ratios)
-
-
-def header():
-    cells = []
-    for _, title, fmt in COLUMNS:
-        cells.append(title.ljust(_width(fmt)) if fmt.startswith("{:<") else title.rjust(_width(fmt)))
-    return " ".join(cells)
+    return (table_cells(r, columns) + "  " + " ".join(ratios)).rstrip()
 
 
 # Calls whose input and outputs take at most half the H200's 50 MiB L2 run from it when replayed (larger
@@ -536,8 +541,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    print(header(), flush=True)
-    if torch.cuda.is_available():
+    gpu = torch.cuda.is_available()
+    columns = COLUMNS if gpu else CPU_COLUMNS
+    if gpu:
+        print(table_header(COLUMNS), flush=True)
         result = bench_gpu(args.quick, not args.no_baselines, max(1, args.runs))
     else:
         result = bench_cpu(args.quick)
@@ -547,12 +554,16 @@ def main(argv=None):
     lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if result["copy_tbs"]
                                                        else "")
              + (f", empty kernel {result['empty_kernel_us']:.2f} µs" if result.get("empty_kernel_us") else "")
-             + (f", our times: median of {result['runs']} runs" if result.get("runs", 1) > 1 else ""), header()]
-    lines += [format_row(r) for r in result["rows"]]
-    lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (2026-11-29), not measured in this run")
-    lines.append("** ref noPDL: the reference kernel without PDL, issue 13's fixed points (H200, 2026-11-30), "
-                 "not measured in this run; beside our no-PDL column")
-    if args.sweep and torch.cuda.is_available():
+             + (f", our times: median of {result['runs']} runs" if result.get("runs", 1) > 1 else ""), table_header(columns)]
+    lines += [format_row(r, columns) for r in result["rows"]]
+    if gpu:
+        lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (2026-11-29), not measured in this run")
+        lines.append("** ref noPDL: the reference kernel without PDL, issue 13's fixed points (H200, 2026-11-30), "
+                     "not measured in this run; beside our no-PDL column")
+    else:
+        lines.append("wall clock, median of 5 calls after a warm-up; GB/s: the minimum bytes (input read once, codes "
+                     "and scales written once) per second")
+    if args.sweep and gpu:
         lines += [""] + sweep_launch_shapes()
     (out / "bench.txt").write_text("\n".join(lines) + "\n")
     if result["copy_tbs"]:

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 import sgl_quant
-from bench_per_token_group_quant import (copy_bandwidth_tbs, empty_kernel_us, settle_graph_state, time_graph_us,
-                                         wall_us)
+from bench_per_token_group_quant import (copy_bandwidth_tbs, empty_kernel_us, settle_graph_state, table_cells,
+                                         table_header, time_graph_us, wall_us)
 from sgl_quant.testing import make_input
 
 FP8 = torch.float8_e4m3fn
@@ -102,7 +102,7 @@ def bench(quick, baselines, hidden):
     empty = empty_kernel_us()
     print(f"device: {dev}; copy bandwidth {bw:.3f} TB/s; empty kernel {empty if empty is None else round(empty, 2)} µs",
           flush=True)
-    print(header(), flush=True)
+    print(table_header(COLUMNS), flush=True)
     rows = []
     for c in cases(quick, hidden):
         r = dict(name=c["name"], m=c["m"], h=c["h"], normed=c["normed"], dtype=str(c["dtype"]).split(".")[-1],
@@ -129,7 +129,7 @@ def bench_cpu(quick, hidden):
     """The C++ CPU implementation (wall clock, median of 5) and the eager pair on the CPU, bf16."""
     print(f"no CUDA device: timing the C++ CPU implementation ({torch.get_num_threads()} threads; wall clock, "
           "median of 5)", flush=True)
-    print(header(), flush=True)
+    print(table_header(CPU_COLUMNS), flush=True)
     rows = []
     for h in hidden:
         for m in (1, 64, 1024) + (() if quick else (4096,)):
@@ -140,8 +140,9 @@ def bench_cpu(quick, hidden):
                 sgl_quant.per_token_group_quant_8bit_v2(add_rmsnorm(x, r, w), q, s, 128)
             row = dict(name=c["name"], m=m, h=h, normed=False, dtype="bfloat16", bytes=min_bytes(c),
                        us=wall_us(build(c, False, "cpu")), pair_us=wall_us(pair))
+            row["ns_per_element"] = row["us"] * 1e3 / (m * h)
             rows.append(row)
-            print(format_row(row), flush=True)
+            print(format_row(row, CPU_COLUMNS), flush=True)
     return dict(device=f"CPU ({torch.get_num_threads()} threads)", copy_tbs=None, rows=rows)
 
 
@@ -150,14 +151,9 @@ COLUMNS = [("name", "case", "{:<32}"), ("us", "µs", "{:>8.2f}"), ("us_pdl", "µ
            ("pair_us", "pair µs", "{:>8.2f}"), ("flashinfer_us", "FI µs*", "{:>7.2f}"),
            ("flashinfer_pdl_us", "FI PDL*", "{:>7.2f}"), ("vllm_us", "vLLM*", "{:>7.2f}"),
            ("target_us", "target", "{:>7.2f}"), ("target_pdl_us", "tgt PDL", "{:>7.2f}")]
-
-
-def _width(fmt):
-    return int("".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0])
-
-
-def header():
-    return " ".join(t.ljust(_width(f)) if f.startswith("{:<") else t.rjust(_width(f)) for _, t, f in COLUMNS)
+# The CPU implementation's table (wall clock): ours and the eager pair, none of the GPU columns.
+CPU_COLUMNS = [("name", "case", "{:<32}"), ("us", "µs", "{:>10.2f}"), ("ns_per_element", "ns/elem", "{:>8.3f}"),
+               ("pair_us", "pair µs", "{:>10.2f}")]
 
 
 def verdict(r):
@@ -173,9 +169,8 @@ def verdict(r):
     return "  ".join(notes)
 
 
-def format_row(r):
-    cells = [fmt.format(r[k]) if r.get(k) is not None else " " * _width(fmt) for k, _, fmt in COLUMNS]
-    return " ".join(cells) + "  " + verdict(r)
+def format_row(r, columns=COLUMNS):
+    return (table_cells(r, columns) + "  " + verdict(r)).rstrip()
 
 
 def plot(result, path):
@@ -230,14 +225,16 @@ def main(argv=None):
     result["date"] = time.strftime("%Y-%m-%d")
     result["build_info"] = sgl_quant.build_info()
     (out / "rmsnorm.json").write_text(json.dumps(result, indent=1))
+    columns = COLUMNS if gpu else CPU_COLUMNS
     lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if gpu else ""),
-             header()]
-    lines += [format_row(r) for r in result["rows"]]
+             table_header(columns)]
+    lines += [format_row(r, columns) for r in result["rows"]]
     if gpu:
         lines.append("* FlashInfer / vLLM: SPEC §6.5 anchors (H200, 2026-11-30), not measured in this run")
         plot(result, out / "rmsnorm.png")
     else:
-        lines.append("pair: torch eager add + RMSNorm, then sgl_quant's v2 quant, on the CPU")
+        lines.append("wall clock, median of 5 calls after a warm-up; pair: torch eager add + RMSNorm, then "
+                     "sgl_quant's v2 quant, on the CPU")
     (out / "rmsnorm.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

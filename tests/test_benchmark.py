@@ -23,8 +23,10 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     for name in ("bench", "rmsnorm"):
         table = (tmp_path / f"{name}.txt").read_text()
         assert table.splitlines()[0].split()[1] == "CPU", table
+        # the CPU table's own columns: the rate per element, none of the GPU columns (PDL, roofline, anchors)
+        assert "ns/elem" in table.splitlines()[1] and "PDL" not in table and "roof" not in table, table
     fused = json.loads((tmp_path / "rmsnorm.json").read_text())["rows"]
     assert [(r["h"], r["m"]) for r in fused] == [(h, m) for h in (256, 128) for m in (1, 64, 1024)]
-    assert all(r["us"] > 0 and r["pair_us"] > 0 for r in fused)
+    assert all(r["us"] > 0 and r["pair_us"] > 0 and r["ns_per_element"] > 0 for r in fused)
     v2 = json.loads((tmp_path / "bench.json").read_text())["rows"]
-    assert v2 and all(r["us"] > 0 for r in v2)
+    assert v2 and all(r["us"] > 0 and r["ns_per_element"] > 0 and r["gbs"] > 0 for r in v2)
