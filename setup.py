@@ -62,6 +62,9 @@ def nvcc_archs(nvcc):
         return set()
 
 
+MIN_CUDA_ARCH = 8  # major compute capability: ptxas refuses the kernels' bf16x2 instructions below sm_80
+
+
 def cuda_arch_flags(nvcc):
     """-gencode flags and a printable list of what they produce."""
     spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
@@ -78,6 +81,10 @@ def cuda_arch_flags(nvcc):
                     f"[sgl_quant build] TORCH_CUDA_ARCH_LIST entry {item!r}: the nvcc at {nvcc} does not know "
                     f"compute_{m.group(1)}{m.group(2)}; it knows "
                     f"{', '.join(f'{int(a) // 10}.{int(a) % 10}' for a in sorted(supported, key=int))}")
+            if int(m.group(1)) < MIN_CUDA_ARCH:
+                raise SystemExit(
+                    f"[sgl_quant build] TORCH_CUDA_ARCH_LIST entry {item!r}: the kernels need compute capability "
+                    f"{MIN_CUDA_ARCH}.0 or newer (their bf16 arithmetic uses sm_80 instructions)")
             entries.append((m.group(1) + m.group(2), m.group(3), bool(m.group(4))))
     else:
         entries.append(("90", "a", False))

@@ -1,7 +1,7 @@
 """The build's CUDA toolkit logic (setup.py, scripts/build/find_cuda_home.py), with fake toolkits: the root
 found through a wrapper script, the toolkit's version, and the refusals before compiling of a toolkit
-whose CUDA major version differs from torch's and of a TORCH_CUDA_ARCH_LIST entry the toolkit does not
-know. Needs the source tree: skipped in a copy of the tests run against an installed wheel."""
+whose CUDA major version differs from torch's, of a TORCH_CUDA_ARCH_LIST entry the toolkit does not
+know and of one older than the kernels support. Needs the source tree: skipped in a copy of the tests run against an installed wheel."""
 import importlib.util
 import os
 import subprocess
@@ -24,7 +24,7 @@ spec.loader.exec_module(helpers)
 
 def fake_toolkit(where: Path, version: str) -> Path:
     """A directory that looks like a CUDA toolkit to the build: bin/nvcc (a script that answers --version
-    and --list-gpu-arch like nvcc, knowing compute_90 and compute_100, and prints nothing else) and
+    and --list-gpu-arch like nvcc, knowing compute_75, 80, 90 and 100, and prints nothing else) and
     include/cuda_runtime.h."""
     root = where / f"cuda-{version}"
     (root / "bin").mkdir(parents=True)
@@ -33,7 +33,7 @@ def fake_toolkit(where: Path, version: str) -> Path:
     nvcc = root / "bin" / "nvcc"
     nvcc.write_text('#!/bin/sh\nif [ "$1" = --version ]; then\n'
                     f'  echo "Cuda compilation tools, release {version}, V{version}.0"\n'
-                    'elif [ "$1" = --list-gpu-arch ]; then\n  printf "compute_90\\ncompute_100\\n"\nfi\n')
+                    'elif [ "$1" = --list-gpu-arch ]; then\n  printf "compute_75\\ncompute_80\\ncompute_90\\ncompute_100\\n"\nfi\n')
     nvcc.chmod(0o755)
     return root
 
@@ -88,13 +88,29 @@ def test_setup_refuses_a_toolkit_of_another_cuda_major_version(tmp_path, monkeyp
 @pytest.mark.skipif(torch.version.cuda is None, reason="the arch list is read for CUDA builds only")
 def test_setup_refuses_an_arch_the_toolkit_does_not_know(tmp_path, monkeypatch):
     monkeypatch.delenv("SGL_QUANT_CPU_ONLY", raising=False)
-    toolkit = fake_toolkit(tmp_path, torch.version.cuda)  # knows compute_90 and compute_100
+    toolkit = fake_toolkit(tmp_path, torch.version.cuda)  # knows compute_75, 80, 90 and 100
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;9.5")
     r = run_setup(toolkit)
     assert r.returncode != 0
     assert (f"TORCH_CUDA_ARCH_LIST entry '9.5': the nvcc at {toolkit}/bin/nvcc does not know compute_95; "
-            "it knows 9.0, 10.0") in r.stderr, r.stderr[-2000:]
+            "it knows 7.5, 8.0, 9.0, 10.0") in r.stderr, r.stderr[-2000:]
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;10.0a+PTX")
     r = run_setup(toolkit)
     assert r.returncode == 0 and "building CPU + CUDA kernels for sm_90a, sm_100a, compute_100a" in r.stderr, \
         r.stderr[-2000:]
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="the arch list is read for CUDA builds only")
+def test_setup_refuses_an_arch_older_than_the_kernels_support(tmp_path, monkeypatch):
+    """nvcc knows compute_75, but ptxas refuses the kernels' bf16x2 instructions there: refused before
+    compiling, with the oldest supported compute capability; 8.0 is accepted."""
+    monkeypatch.delenv("SGL_QUANT_CPU_ONLY", raising=False)
+    toolkit = fake_toolkit(tmp_path, torch.version.cuda)
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a;7.5")
+    r = run_setup(toolkit)
+    assert r.returncode != 0
+    assert "TORCH_CUDA_ARCH_LIST entry '7.5': the kernels need compute capability 8.0 or newer" in r.stderr, \
+        r.stderr[-2000:]
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
+    r = run_setup(toolkit)
+    assert r.returncode == 0 and "building CPU + CUDA kernels for sm_80:" in r.stderr, r.stderr[-2000:]
