@@ -1,0 +1,134 @@
+"""Mutation fuzz of the three ops' argument checks (the error contract, SPEC §3.3): a valid call, then up to
+three random mutations of its arguments (dtype, shape, strides, device, alignment, a missing optional
+tensor, numbers out of range). Every call must either run or raise RuntimeError with an sgl_quant message
+(never a crash, a hang or another error); when it runs, nothing is written past its outputs (each output
+lies at the start of a poisoned buffer) and no output it took overlaps itself. Seeded: the same calls every
+run. test_errors.py names each refusal; this looks for the combinations nobody listed."""
+import math
+import os
+import random
+from collections import Counter
+
+import pytest
+import torch
+
+import sgl_quant
+from helpers import DEVICES, POISON
+
+OPS = torch.ops.sgl_quant
+FP8 = torch.float8_e4m3fn
+DTYPES = [torch.bfloat16, torch.float16, torch.float32, FP8, torch.float8_e5m2, torch.int8, torch.uint8, torch.int32,
+          torch.int64, torch.float64, torch.bool]
+# per device: ~3 s on the CPU here; SGLQ_FUZZ_CALLS sets fewer for runs under compute-sanitizer (gpu_check.sh)
+CALLS = int(os.environ.get("SGLQ_FUZZ_CALLS", 3000))
+
+
+def guarded(shape, dtype, device):
+    """An empty tensor of `shape` at the start of a buffer with 64 more bytes, all poisoned; (tensor, buffer)."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    buf = torch.full((nbytes + 64,), POISON, dtype=torch.uint8, device=device)
+    return buf[:nbytes].view(dtype).view(shape), buf
+
+
+def mutate_tensor(t, rng):
+    kind = rng.randrange(8)
+    if kind == 0:
+        return t.to(rng.choice(DTYPES))
+    if kind == 1:  # shape mismatch
+        return t[..., :-1] if t.dim() and t.shape[-1] > 1 else t.unsqueeze(0)
+    if kind == 2:  # another layout or rank
+        return t.t() if t.dim() == 2 else t.unsqueeze(-1)
+    if kind == 3:  # a device mix
+        return t.to("meta")
+    if kind == 4:
+        return t.reshape(-1)
+    if kind == 5 and t.dim() and t.shape[-1] >= 2:  # the same values one element further: misaligned rows
+        return torch.cat([t, t], -1)[..., 1:1 + t.shape[-1]]
+    if kind == 6 and t.numel():  # every element at one address
+        return t.as_strided(t.shape, [0] * t.dim())
+    return t[:0] if t.dim() else t
+
+
+def mutate_number(v, rng):
+    if isinstance(v, int):
+        return rng.choice([0, -1, 3, 7, 15, 17, 512, 1 << 31, 1 << 62])
+    return rng.choice([float("nan"), float("inf"), -float("inf"), 0.0, -1.0, 1e-40, 2.0 ** -101, 1e38, 127.0])
+
+
+def valid_call(rng, device):
+    """(op name, the op, its arguments, indices of tensor / number arguments, indices of its outputs, guards)."""
+    op = rng.choice(["v2", "v2", "dsv4", "rms", "rms"])
+    gs = rng.choice([16, 32, 64, 128, 256])
+    m, h = rng.choice([0, 1, 3, 17, 64]), gs * rng.choice([1, 2, 3, 5, 8])
+    dtype, codes = rng.choice([torch.bfloat16, torch.float16]), rng.choice([FP8, torch.int8])
+    lo, hi = (-448.0, 448.0) if codes == FP8 else (-128.0, 127.0)
+    col = rng.random() < 0.5
+    tma = col and rng.random() < 0.5
+    packed = tma and rng.random() < 0.5  # int32 UE8M0 words; else UE8M0 fp32 scales half the time
+    ue8m0 = packed or rng.random() < 0.5
+    if op == "dsv4":
+        x = torch.randn(m, rng.choice([1, 2, 8]), rng.choice([512, 4096]), device=device).bfloat16()
+        q, s = sgl_quant.per_token_group_quant_fp8_dsv4(x)
+        return op, OPS.per_token_group_quant_fp8_dsv4, [x, q, s, False], [0, 1, 2], [], [1, 2], []
+    silu = op == "v2" and rng.random() < 0.3
+    masked = op == "v2" and rng.random() < 0.3
+    shape = [rng.choice([1, 2, 3]), m, h] if masked else [m, h]
+    q, q_buf = guarded(shape, codes, device)
+    s = sgl_quant.create_scale_tensor(shape, gs, device, col, tma, packed)
+    if op == "v2":
+        x = torch.randn(*shape[:-1], 2 * h if silu else h, device=device).to(dtype)
+        counts = torch.randint(-3, m + 5, (shape[0],), dtype=torch.int32, device=device) if masked else None
+        args = [x, q, s, gs, 1e-10, lo, hi, ue8m0, silu, counts, False]
+        return op, OPS.per_token_group_quant_8bit_v2, args, [0, 1, 2, 9], [3, 4, 5, 6], [1, 2], [(q, q_buf)]
+    x = torch.randn(m, h, device=device).to(dtype)
+    weight = torch.randn(h, device=device).to(dtype)
+    residual = torch.randn(m, h, device=device).to(dtype) if rng.random() < 0.6 else None
+    normed = torch.empty(m, h, dtype=dtype, device=device) if rng.random() < 0.4 else None
+    args = [x, weight, residual, q, s, normed, gs, 1e-6, 1e-10, lo, hi, ue8m0, False]
+    return (op, OPS.rmsnorm_per_token_group_quant_8bit, args, [0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [2, 3, 4, 5],
+            [(q, q_buf)])
+
+
+def overlaps_itself(t):
+    offsets = torch.zeros(t.shape, dtype=torch.int64)
+    for d in range(t.dim()):
+        shape = [1] * t.dim()
+        shape[d] = t.shape[d]
+        offsets = offsets + torch.arange(t.shape[d]).view(shape) * t.stride(d)
+    return offsets.unique().numel() < t.numel()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mutated_calls_run_or_raise_clearly(device):
+    seen = Counter()
+    for i in range(CALLS):
+        rng = random.Random(i)
+        name, op, args, tensors, numbers, outputs, guards = valid_call(rng, device)
+        mutations = rng.choice([0, 1, 1, 2, 3])
+        for _ in range(mutations):
+            if numbers and rng.random() < 0.3:
+                k = rng.choice(numbers)
+                args[k] = mutate_number(args[k], rng)
+            else:
+                k = rng.choice(tensors)
+                if args[k] is not None:
+                    args[k] = mutate_tensor(args[k], rng)
+        where = f"call {i} ({name}, {mutations} mutations)"
+        try:
+            op(*args)
+            ran = True
+        except RuntimeError as e:
+            assert "sgl_quant" in str(e).splitlines()[0], (where, str(e)[:500])
+            ran = False
+        assert ran or mutations, f"{where}: a valid call was refused"
+        seen[(mutations > 0, ran)] += 1
+        for _, buf in guards:
+            tail = buf[-64:].cpu()
+            assert bool((tail == POISON).all()), f"{where}: bytes written past an output"
+        if ran:
+            for k in outputs:
+                t = args[k]
+                if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel() > 1:
+                    assert not overlaps_itself(t), f"{where}: an output overlapping itself was taken (argument {k})"
+    # the fuzz reaches both sides of the checks: mutated calls that run (e.g. a row stride the ops take) and refusals
+    assert seen[(True, True)] > CALLS // 20 and seen[(True, False)] > CALLS // 3, seen
