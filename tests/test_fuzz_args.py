@@ -55,8 +55,16 @@ def mutate_number(v, rng):
     return rng.choice([float("nan"), float("inf"), -float("inf"), 0.0, -1.0, 1e-40, 2.0 ** -101, 1e38, 127.0])
 
 
+class Call:
+    """A call of one op: its arguments and, by index, which are tensors, numbers, outputs it writes and tensors it
+    updates in place; `guards`: the poisoned buffers that hold outputs."""
+
+    def __init__(self, name, op, args, tensors, numbers, written, updated=None, guards=None):
+        self.name, self.op, self.args, self.tensors, self.numbers = name, op, args, tensors, numbers
+        self.written, self.updated, self.guards = written, updated or [], guards or []
+
+
 def valid_call(rng, device):
-    """(op name, the op, its arguments, indices of tensor / number arguments, indices of its outputs, guards)."""
     op = rng.choice(["v2", "v2", "dsv4", "rms", "rms"])
     gs = rng.choice([16, 32, 64, 128, 256])
     m, h = rng.choice([0, 1, 3, 17, 64]), gs * rng.choice([1, 2, 3, 5, 8])
@@ -69,7 +77,7 @@ def valid_call(rng, device):
     if op == "dsv4":
         x = torch.randn(m, rng.choice([1, 2, 8]), rng.choice([512, 4096]), device=device).bfloat16()
         q, s = sgl_quant.per_token_group_quant_fp8_dsv4(x)
-        return op, OPS.per_token_group_quant_fp8_dsv4, [x, q, s, False], [0, 1, 2], [], [1, 2], []
+        return Call(op, OPS.per_token_group_quant_fp8_dsv4, [x, q, s, False], [0, 1, 2], [], [1, 2])
     silu = op == "v2" and rng.random() < 0.3
     masked = op == "v2" and rng.random() < 0.3
     shape = [rng.choice([1, 2, 3]), m, h] if masked else [m, h]
@@ -79,14 +87,32 @@ def valid_call(rng, device):
         x = torch.randn(*shape[:-1], 2 * h if silu else h, device=device).to(dtype)
         counts = torch.randint(-3, m + 5, (shape[0],), dtype=torch.int32, device=device) if masked else None
         args = [x, q, s, gs, 1e-10, lo, hi, ue8m0, silu, counts, False]
-        return op, OPS.per_token_group_quant_8bit_v2, args, [0, 1, 2, 9], [3, 4, 5, 6], [1, 2], [(q, q_buf)]
+        return Call(op, OPS.per_token_group_quant_8bit_v2, args, [0, 1, 2, 9], [3, 4, 5, 6], [1, 2], guards=[q_buf])
     x = torch.randn(m, h, device=device).to(dtype)
     weight = torch.randn(h, device=device).to(dtype)
     residual = torch.randn(m, h, device=device).to(dtype) if rng.random() < 0.6 else None
     normed = torch.empty(m, h, dtype=dtype, device=device) if rng.random() < 0.4 else None
     args = [x, weight, residual, q, s, normed, gs, 1e-6, 1e-10, lo, hi, ue8m0, False]
-    return (op, OPS.rmsnorm_per_token_group_quant_8bit, args, [0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [2, 3, 4, 5],
-            [(q, q_buf)])
+    return Call(op, OPS.rmsnorm_per_token_group_quant_8bit, args, [0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [3, 4, 5],
+                updated=[2], guards=[q_buf])
+
+
+INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def poison(t):
+    """Every byte of t's elements (any strides) set to POISON; False where torch refuses the fill."""
+    try:
+        t.view(INT_OF_SIZE[t.element_size()]).fill_(int.from_bytes(bytes([POISON]) * t.element_size(), "little",
+                                                                   signed=True))
+        return True
+    except RuntimeError:
+        return False
+
+
+def same_bytes(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(
+        a.contiguous().view(INT_OF_SIZE[a.element_size()]), b.contiguous().view(INT_OF_SIZE[b.element_size()]))
 
 
 def overlaps_itself(t):
@@ -98,37 +124,65 @@ def overlaps_itself(t):
     return offsets.unique().numel() < t.numel()
 
 
+def is_tensor(a):
+    return isinstance(a, torch.Tensor)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_mutated_calls_run_or_raise_clearly(device):
     seen = Counter()
     for i in range(CALLS):
         rng = random.Random(i)
-        name, op, args, tensors, numbers, outputs, guards = valid_call(rng, device)
+        call = valid_call(rng, device)
+        args = call.args
         mutations = rng.choice([0, 1, 1, 2, 3])
         for _ in range(mutations):
-            if numbers and rng.random() < 0.3:
-                k = rng.choice(numbers)
+            if call.numbers and rng.random() < 0.3:
+                k = rng.choice(call.numbers)
                 args[k] = mutate_number(args[k], rng)
             else:
-                k = rng.choice(tensors)
+                k = rng.choice(call.tensors)
                 if args[k] is not None:
                     args[k] = mutate_tensor(args[k], rng)
-        where = f"call {i} ({name}, {mutations} mutations)"
+        where = f"call {i} ({call.name}, {mutations} mutations)"
+        real = all(not is_tensor(a) or a.device.type != "meta" for a in args)
+        # outputs poisoned again after the mutations (a mutated output is a new tensor), inputs kept for the twin
+        poisoned = real and all(poison(args[k]) for k in call.written if is_tensor(args[k]))
+        before = [a.clone() if is_tensor(a) else a for a in args]
         try:
-            op(*args)
+            call.op(*args)
             ran = True
         except RuntimeError as e:
             assert "sgl_quant" in str(e).splitlines()[0], (where, str(e)[:500])
             ran = False
         assert ran or mutations, f"{where}: a valid call was refused"
-        seen[(mutations > 0, ran)] += 1
-        for _, buf in guards:
-            tail = buf[-64:].cpu()
-            assert bool((tail == POISON).all()), f"{where}: bytes written past an output"
-        if ran:
-            for k in outputs:
-                t = args[k]
-                if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel() > 1:
-                    assert not overlaps_itself(t), f"{where}: an output overlapping itself was taken (argument {k})"
-    # the fuzz reaches both sides of the checks: mutated calls that run (e.g. a row stride the ops take) and refusals
-    assert seen[(True, True)] > CALLS // 20 and seen[(True, False)] > CALLS // 3, seen
+        seen["mutated, ran" if mutations and ran else "mutated, refused" if mutations else "valid"] += 1
+        for buf in call.guards:
+            assert bool((buf[-64:].cpu() == POISON).all()), f"{where}: bytes written past an output"
+        if not ran:
+            continue
+        for k in call.written + call.updated:
+            t = args[k]
+            if is_tensor(t) and t.device.type != "meta" and t.numel() > 1:
+                assert not overlaps_itself(t), f"{where}: an output overlapping itself was taken (argument {k})"
+        if mutations and poisoned:
+            # the twin: the same call on contiguous copies of the inputs (and of the residual as it was) and fresh
+            # contiguous outputs; where the op takes that too, the logical result must be the same bytes
+            twin = [a.contiguous() if is_tensor(a) else a for a in before]
+            for k in call.written:
+                if is_tensor(twin[k]):
+                    twin[k] = torch.empty(twin[k].shape, dtype=twin[k].dtype, device=device)
+                    poison(twin[k])
+            try:
+                call.op(*twin)
+            except RuntimeError:
+                seen["twin refused"] += 1
+                continue
+            seen["twin compared"] += 1
+            for k in call.written + call.updated:
+                if is_tensor(args[k]):
+                    assert same_bytes(args[k], twin[k]), f"{where}: argument {k} differs from the contiguous call's"
+    # the fuzz reaches both sides of the checks (mutated calls that run, e.g. scales with a row stride the ops take,
+    # and refusals), and the twins of the calls that ran compare
+    assert seen["mutated, ran"] > CALLS // 20 and seen["mutated, refused"] > CALLS // 3, seen
+    assert seen["twin compared"] > CALLS // 40, seen
