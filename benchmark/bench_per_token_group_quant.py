@@ -554,7 +554,8 @@ def main(argv=None):
     lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if result["copy_tbs"]
                                                        else "")
              + (f", empty kernel {result['empty_kernel_us']:.2f} µs" if result.get("empty_kernel_us") else "")
-             + (f", our times: median of {result['runs']} runs" if result.get("runs", 1) > 1 else ""), table_header(columns)]
+             + (f", our times: median of {result['runs']} runs" if result.get("runs", 1) > 1 else ""),
+             table_header(columns)]
     lines += [format_row(r, columns) for r in result["rows"]]
     if gpu:
         lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (2026-11-29), not measured in this run")

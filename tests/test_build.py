@@ -1,7 +1,8 @@
 """The build's CUDA toolkit logic (setup.py, scripts/build/find_cuda_home.py), with fake toolkits: the root
 found through a wrapper script, the toolkit's version, and the refusals before compiling of a toolkit
 whose CUDA major version differs from torch's, of a TORCH_CUDA_ARCH_LIST entry the toolkit does not
-know and of one older than the kernels support. Needs the source tree: skipped in a copy of the tests run against an installed wheel."""
+know and of one older than the kernels support. Needs the source tree: skipped in a copy of the tests
+run against an installed wheel."""
 import importlib.util
 import os
 import subprocess
@@ -33,7 +34,8 @@ def fake_toolkit(where: Path, version: str) -> Path:
     nvcc = root / "bin" / "nvcc"
     nvcc.write_text('#!/bin/sh\nif [ "$1" = --version ]; then\n'
                     f'  echo "Cuda compilation tools, release {version}, V{version}.0"\n'
-                    'elif [ "$1" = --list-gpu-arch ]; then\n  printf "compute_75\\ncompute_80\\ncompute_90\\ncompute_100\\n"\nfi\n')
+                    'elif [ "$1" = --list-gpu-arch ]; then\n'
+                    '  printf "compute_75\\ncompute_80\\ncompute_90\\ncompute_100\\n"\nfi\n')
     nvcc.chmod(0o755)
     return root
 

@@ -2,8 +2,8 @@
 device, the archs built and the fix (csrc/cuda/kernel_image.h); the test GPU itself is found covered. The
 refusal needs a kernel without code for the test GPU: a program compiled here, with the header, for another
 arch (needs the source tree and nvcc)."""
+import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,12 +30,14 @@ pytestmark = pytest.mark.gpu
 
 
 def cuda_home():
-    sys.path.insert(0, str(ROOT / "scripts" / "build"))
-    try:
-        from find_cuda_home import find_cuda_home
-    finally:
-        sys.path.pop(0)
-    return find_cuda_home()
+    """The toolkit root as the build finds it (scripts/build/find_cuda_home.py); None without the source tree."""
+    helpers = ROOT / "scripts" / "build" / "find_cuda_home.py"
+    if not helpers.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("find_cuda_home", helpers)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.find_cuda_home()
 
 
 def run_program(tmp_path, arch):
