@@ -233,3 +233,20 @@ def test_public_api_is_typed():
         missing = [p for p, param in sig.parameters.items() if param.annotation is inspect.Parameter.empty]
         assert not missing, f"{f.__name__}: parameters without a type: {missing}"
         assert sig.return_annotation is not inspect.Signature.empty, f"{f.__name__}: no return type"
+
+
+def test_selftest_cli(capsys, monkeypatch):
+    """`python -m sgl_quant selftest` passes on this machine's devices, and fails, naming the reason, where
+    build_info() reports a GPU that the build has no code for (simulated: that needs such a GPU)."""
+    from sgl_quant.__main__ import selftest
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU cases only, also on a GPU machine
+    assert selftest() == 0
+    assert "golden cases passed on cpu\n" in capsys.readouterr().out
+    problem = "sgl_quant: cannot run its CUDA kernels on cuda:0 (NVIDIA A100-SXM4-80GB, compute capability 8.0): ..."
+    real_info = sgl_quant.build_info
+    monkeypatch.setattr(sgl_quant, "build_info",
+                        lambda: dict(real_info(), device_has_kernels=False, device_kernel_problem=problem))
+    assert selftest() == 1
+    out = capsys.readouterr().out
+    assert f"FAIL cuda: {problem}" in out and "none on cuda, which this build has no code for" in out, out
