@@ -78,7 +78,7 @@ if [[ " $STEPS " == *" sanitizer "* ]]; then
     echo "== memcheck"; timeout 300 "$SAN" --tool memcheck --error-exitcode 3 $PY "$ROOT/scripts/gpu/sanitize_subset.py"; echo "rc=$?"
     echo "== racecheck"; timeout 300 "$SAN" --tool racecheck --error-exitcode 3 $PY "$ROOT/scripts/gpu/sanitize_subset.py"; echo "rc=$?"
     # the argument fuzz's CUDA calls (valid ones and the mutated calls the checks let through) under memcheck
-    echo "== memcheck fuzz"; (cd "$WORK" && SGLQ_FUZZ_CALLS=600 timeout 300 "$SAN" --tool memcheck --error-exitcode 3 \
+    echo "== memcheck fuzz"; (cd "$WORK" && SGLQ_FUZZ_CALLS=400 timeout 300 "$SAN" --tool memcheck --error-exitcode 3 \
       $PY -m pytest tests/test_fuzz_args.py -q -k cuda -p no:cacheprovider); echo "rc=$?"
   } >"$OUT/tools.log" 2>&1
   # the subset's own verdict too (launches, mismatches), or its exception: rc=1 alone hid one (session 37)
