@@ -1,6 +1,6 @@
 """Mutation fuzz of the three ops' argument checks (the error contract, SPEC §3.3): a valid call, then up to
-three random mutations of its arguments (dtype, shape, strides, device, alignment, a missing optional
-tensor, numbers out of range). Every call must either run or raise RuntimeError with an sgl_quant message
+three random mutations of its arguments (dtype, shape, rank, strides, device, alignment, an empty slice,
+numbers out of range). Every call must either run or raise RuntimeError with an sgl_quant message
 (never a crash, a hang or another error); when it runs, nothing is written past its outputs (each output
 lies at the start of a poisoned buffer) and no output it took overlaps itself. Seeded: the same calls every
 run. test_errors.py names each refusal; this looks for the combinations nobody listed."""
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import DEVICES, POISON, opcheck
+from helpers import DEVICES, POISON, bits, opcheck
 
 OPS = torch.ops.sgl_quant
 FP8 = torch.float8_e4m3fn
@@ -25,7 +25,7 @@ OPCHECKS = 40  # of the mutated calls that run (opcheck takes ~0.1 s a call)
 
 
 def guarded(shape, dtype, device):
-    """An empty tensor of `shape` at the start of a buffer with 64 more bytes, all poisoned; (tensor, buffer)."""
+    """A tensor of `shape` at the start of a buffer 64 bytes longer, all of it poisoned; (tensor, buffer)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     buf = torch.full((nbytes + 64,), POISON, dtype=torch.uint8, device=device)
     return buf[:nbytes].view(dtype).view(shape), buf
@@ -41,13 +41,13 @@ def mutate_tensor(t, rng):
         return t.t() if t.dim() == 2 else t.unsqueeze(-1)
     if kind == 3:  # a device mix
         return t.to("meta")
-    if kind == 4:
+    if kind == 4:  # flattened
         return t.reshape(-1)
     if kind == 5 and t.dim() and t.shape[-1] >= 2:  # the same values one element further: misaligned rows
         return torch.cat([t, t], -1)[..., 1:1 + t.shape[-1]]
     if kind == 6 and t.numel():  # every element at one address
         return t.as_strided(t.shape, [0] * t.dim())
-    return t[:0] if t.dim() else t
+    return t[:0] if t.dim() else t  # an empty slice
 
 
 def mutate_number(v, rng):
@@ -66,6 +66,7 @@ class Call:
 
 
 def valid_call(rng, device):
+    """A valid call of a random op: group size, row count, dtypes, scale layout and options drawn from rng."""
     op = rng.choice(["v2", "v2", "dsv4", "rms", "rms"])
     gs = rng.choice([16, 32, 64, 128, 256])
     m, h = rng.choice([0, 1, 3, 17, 64]), gs * rng.choice([1, 2, 3, 5, 8])
@@ -98,22 +99,17 @@ def valid_call(rng, device):
                 updated=[2], guards=[q_buf])
 
 
-INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
 def poison(t):
     """Every byte of t's elements (any strides) set to POISON; False where torch refuses the fill."""
     try:
-        t.view(INT_OF_SIZE[t.element_size()]).fill_(int.from_bytes(bytes([POISON]) * t.element_size(), "little",
-                                                                   signed=True))
+        bits(t).fill_(int.from_bytes(bytes([POISON]) * t.element_size(), "little"))  # positive: POISON < 0x80
         return True
     except RuntimeError:
         return False
 
 
 def same_bytes(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(
-        a.contiguous().view(INT_OF_SIZE[a.element_size()]), b.contiguous().view(INT_OF_SIZE[b.element_size()]))
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a.contiguous()), bits(b.contiguous()))
 
 
 def overlaps_itself(t):
