@@ -20,6 +20,14 @@ LAYOUTS = {
 }
 
 
+
+def poisoned(shape, dtype, device="cpu"):
+    """A fresh contiguous tensor whose every byte is POISON."""
+    t = torch.empty(shape, dtype=dtype, device=device)
+    t.view(torch.uint8).fill_(POISON)
+    return t
+
+
 def ceil4(n):
     return (n + 3) // 4 * 4
 

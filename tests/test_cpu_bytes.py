@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import LAYOUTS, POISON, alloc_scales
+from helpers import LAYOUTS, alloc_scales, poisoned
 from reference import FP8
 from sgl_quant.testing import _hash32, make_input
 
@@ -60,12 +60,6 @@ def inputs(shape, dtype, kind, seed):
     if kind == "tiny":  # 2^-40 .. 2^-24: the eps clamp and tiny scales
         return (make_input(shape, torch.float32, seed) * 2.0**-28).to(dtype)
     raise ValueError(kind)
-
-
-def poisoned(shape, dtype):
-    t = torch.empty(shape, dtype=dtype)
-    t.view(torch.uint8).fill_(POISON)
-    return t
 
 
 def feed(h, *tensors):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import DEVICES, POISON, bits, opcheck
+from helpers import DEVICES, POISON, bits, opcheck, poisoned
 
 OPS = torch.ops.sgl_quant
 FP8 = torch.float8_e4m3fn
@@ -144,7 +144,7 @@ def test_mutated_calls_run_or_raise_clearly(device):
         where = f"call {i} ({call.name}, {mutations} mutations)"
         real = all(not is_tensor(a) or a.device.type != "meta" for a in args)
         # outputs poisoned again after the mutations (a mutated output is a new tensor), inputs kept for the twin
-        poisoned = real and all(poison(args[k]) for k in call.written if is_tensor(args[k]))
+        outputs_poisoned = real and all(poison(args[k]) for k in call.written if is_tensor(args[k]))
         before = [a.clone() if is_tensor(a) else a for a in args]
         try:
             call.op(*args)
@@ -162,20 +162,19 @@ def test_mutated_calls_run_or_raise_clearly(device):
             t = args[k]
             if is_tensor(t) and t.device.type != "meta" and t.numel() > 1:
                 assert not overlaps_itself(t), f"{where}: an output overlapping itself was taken (argument {k})"
-        if mutations and poisoned and seen["opcheck"] < OPCHECKS and all(
+        if mutations and outputs_poisoned and seen["opcheck"] < OPCHECKS and all(
                 a.numel() for a in before if is_tensor(a)):
             # registration, fake implementation and schema under the strides the checks let through (not for empty
             # tensors: opcheck's own copies of a [0, H] tensor with a padded row stride fail in torch)
             opcheck(call.op, tuple(a.clone() if is_tensor(a) else a for a in before))
             seen["opcheck"] += 1
-        if mutations and poisoned:
+        if mutations and outputs_poisoned:
             # the twin: the same call on contiguous copies of the inputs (and of the residual as it was) and fresh
             # contiguous outputs; where the op takes that too, the logical result must be the same bytes
             twin = [a.contiguous() if is_tensor(a) else a for a in before]
             for k in call.written:
                 if is_tensor(twin[k]):
-                    twin[k] = torch.empty(twin[k].shape, dtype=twin[k].dtype, device=device)
-                    poison(twin[k])
+                    twin[k] = poisoned(twin[k].shape, twin[k].dtype, device)
             try:
                 call.op(*twin)
             except RuntimeError:
