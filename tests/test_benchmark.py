@@ -15,6 +15,7 @@ if not (BENCHMARK / "bench_per_token_group_quant.py").is_file():
 def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU path, also on a GPU machine
     monkeypatch.syspath_prepend(str(BENCHMARK))
+    import bench_host_overhead
     import bench_per_token_group_quant
     import bench_rmsnorm_quant
 
@@ -30,3 +31,7 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     assert all(r["us"] > 0 and r["pair_us"] > 0 and r["ns_per_element"] > 0 for r in fused)
     v2 = json.loads((tmp_path / "bench.json").read_text())["rows"]
     assert v2 and all(r["us"] > 0 and r["ns_per_element"] > 0 and r["gbs"] > 0 for r in v2)
+    assert bench_host_overhead.main(["--calls", "20", "--reps", "1", "--out", str(tmp_path)]) == 0
+    host = json.loads((tmp_path / "host_overhead.json").read_text())
+    assert host["h"] == 128 and host["device"].startswith("CPU"), host
+    assert {r["kind"] for r in host["rows"]} == {"wrapper", "op", "torch"} and all(r["us_per_call"] > 0 for r in host["rows"])

@@ -25,7 +25,8 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 
 STEPS=${STEPS:-"build tests sanitizer redo bench"}  # "ncu" adds an Nsight Compute profile (scripts/gpu/profile_case.py)
 NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: dense or masked
 BENCH_ARGS=${BENCH_ARGS:-}
-# BENCHES: which benchmarks step "bench" runs: v2 (bench_per_token_group_quant.py), rms (bench_rmsnorm_quant.py)
+# BENCHES: which benchmarks step "bench" runs: v2 (bench_per_token_group_quant.py), rms (bench_rmsnorm_quant.py),
+# host (bench_host_overhead.py: host time per eager call)
 # TEST_FILES: which tests/<name>.py files step "tests" runs; default every one (a list here missed the files
 # added after it: test_fp8_bits' GPU case went unrun in session 43's plan)
 TEST_FILES=${TEST_FILES:-$(cd tests && ls test_*.py | sed 's/\.py$//' | tr '\n' ' ')}
@@ -103,12 +104,15 @@ if [[ " $STEPS " == *" ncu "* ]]; then
   summary+=("ncu        rc=$?  tools.log")
 fi
 
+BENCHES=${BENCHES:-"v2 rms host"}
 if [[ " $STEPS " == *" bench "* ]]; then
-  [[ " ${BENCHES:-v2 rms} " == *" v2 "* ]] &&
+  [[ " $BENCHES " == *" v2 "* ]] &&
     step bench 420 "$OUT/bench.log" $PY benchmark/bench_per_token_group_quant.py --out "$OUT" $BENCH_ARGS
-  [[ " ${BENCHES:-v2 rms} " == *" rms "* ]] &&
+  [[ " $BENCHES " == *" rms "* ]] &&
     step bench-rms 420 "$OUT/bench_rmsnorm.log" $PY benchmark/bench_rmsnorm_quant.py --out "$OUT" \
     $(printf '%s\n' $BENCH_ARGS | grep -E '^--(quick|no-baselines)$')
+  [[ " $BENCHES " == *" host "* ]] &&
+    step bench-host 120 "$OUT/bench_host.log" $PY benchmark/bench_host_overhead.py --out "$OUT"
 fi
 
 failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log" | head -20)
@@ -121,6 +125,7 @@ logs=$(cd "$OUT" && ls *.log 2>/dev/null)
   [[ -n $failures ]] && { echo "== failed tests"; echo "$failures"; }
   if [[ -f "$OUT/bench.txt" ]]; then echo "== bench"; cat "$OUT/bench.txt"; fi
   if [[ -f "$OUT/rmsnorm.txt" ]]; then echo "== bench rmsnorm"; cat "$OUT/rmsnorm.txt"; fi
+  if [[ -f "$OUT/host_overhead.txt" ]]; then echo "== bench host"; cat "$OUT/host_overhead.txt"; fi
 } | tee -a "$OUT/summary.txt"
 # Exit status: 1 when a step, a test file or a sanitizer run failed (the summary says which), else 0.
 if printf '%s\n' "${summary[@]}" | grep -qE 'rc=[1-9]' || [[ -n $failures ]]; then exit 1; fi
