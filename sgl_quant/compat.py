@@ -135,7 +135,7 @@ def rms_norm_per_block_quant(
         raise ValueError(f"rms_norm_per_block_quant: quant_dtype must be float8_e4m3fn or int8, got {quant_dtype}")
     if has_tma_aligned_scales and not is_scale_transposed:
         raise ValueError("rms_norm_per_block_quant: has_tma_aligned_scales needs is_scale_transposed=True")
-    output = torch.empty(input.shape, dtype=quant_dtype, device=input.device)
+    output = torch.empty(size=input.shape, dtype=quant_dtype, device=input.device)
     scales = create_scale_tensor(input.shape, group_size[1], input.device, column_major_scales=is_scale_transposed,
                                  scale_tma_aligned=has_tma_aligned_scales)
     rmsnorm_per_token_group_quant_8bit(input, weight, output, scales, group_size[1], epsilon, residual=residual)

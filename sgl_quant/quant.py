@@ -24,6 +24,11 @@ def _code_range(output_q: torch.Tensor, min_8bit: Optional[float], max_8bit: Opt
     return (lo if min_8bit is None else min_8bit), (hi if max_8bit is None else max_8bit)
 
 
+def _pdl(enable_pdl: Optional[bool]) -> bool:
+    """``None``: on (the op drops PDL on devices without it)."""
+    return True if enable_pdl is None else enable_pdl
+
+
 def _ceil_align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
@@ -76,13 +81,13 @@ def create_scale_tensor(
     if scale_ue8m0 and column_major_scales:
         if not scale_tma_aligned:
             raise ValueError("column-major UE8M0 scales are packed and TMA-aligned: pass scale_tma_aligned=True")
-        buf = torch.empty((*batch, _ceil_align(g, 4) // 4, _ceil_align(m, 4)), dtype=torch.int32, device=device)
+        buf = torch.empty(size=(*batch, _ceil_align(g, 4) // 4, _ceil_align(m, 4)), dtype=torch.int32, device=device)
         return _first_rows_transposed(buf, m)
     if column_major_scales:
         rows = _ceil_align(m, 4) if scale_tma_aligned else m
-        buf = torch.empty((*batch, g, rows), dtype=torch.float32, device=device)
+        buf = torch.empty(size=(*batch, g, rows), dtype=torch.float32, device=device)
         return _first_rows_transposed(buf, m)
-    return torch.empty((*batch, m, g), dtype=torch.float32, device=device)
+    return torch.empty(size=(*batch, m, g), dtype=torch.float32, device=device)
 
 
 def _first_rows_transposed(buf: torch.Tensor, m) -> torch.Tensor:
@@ -129,19 +134,19 @@ def per_token_group_quant_8bit_v2(
         scale_ue8m0,
         fuse_silu_and_mul,
         masked_m,
-        True if enable_pdl is None else enable_pdl,  # the op drops PDL on devices without it
+        _pdl(enable_pdl),
     )
 
 
 def _quantize(x, group_size, out_dtype, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
               fuse_silu_and_mul, masked_m, enable_pdl):
     _check_x(x, (2, 3), "2-D [M, K] or 3-D [E, M, K]")
-    h = x.shape[-1] // 2 if fuse_silu_and_mul else x.shape[-1]
-    q_shape = (*x.shape[:-1], h)
-    x_q = torch.empty(q_shape, dtype=out_dtype, device=x.device)
+    q_shape = (*x.shape[:-1], x.shape[-1] // 2) if fuse_silu_and_mul else x.shape
+    x_q = torch.empty(size=q_shape, dtype=out_dtype, device=x.device)
     x_s = create_scale_tensor(q_shape, group_size, x.device, column_major_scales, scale_tma_aligned, scale_ue8m0)
-    per_token_group_quant_8bit_v2(x, x_q, x_s, group_size, eps, scale_ue8m0=scale_ue8m0,
-                                  fuse_silu_and_mul=fuse_silu_and_mul, masked_m=masked_m, enable_pdl=enable_pdl)
+    min_8bit, max_8bit = _RANGES[out_dtype]
+    torch.ops.sgl_quant.per_token_group_quant_8bit_v2(x, x_q, x_s, group_size, eps, min_8bit, max_8bit, scale_ue8m0,
+                                                      fuse_silu_and_mul, masked_m, _pdl(enable_pdl))
     return x_q, x_s
 
 
@@ -197,9 +202,9 @@ def per_token_group_quant_fp8_dsv4(
     """
     _check_x(x, (3,), "3-D [T, G, D]")
     t, g, d = x.shape
-    x_q = torch.empty((t, g, d), dtype=FP8_DTYPE, device=x.device)
-    x_s = torch.empty((g, t, d // 128), dtype=torch.float32, device=x.device).transpose(0, 1)
-    torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4(x, x_q, x_s, True if enable_pdl is None else enable_pdl)
+    x_q = torch.empty(size=(t, g, d), dtype=FP8_DTYPE, device=x.device)
+    x_s = torch.empty(size=(g, t, d // 128), dtype=torch.float32, device=x.device).transpose(0, 1)
+    torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4(x, x_q, x_s, _pdl(enable_pdl))
     return x_q, x_s
 
 
@@ -233,17 +238,18 @@ def rmsnorm_per_token_group_quant_8bit(
     min_8bit, max_8bit = _code_range(output_q, min_8bit, max_8bit)
     torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit(
         input, weight, residual, output_q, output_s, output_normed, group_size, norm_eps, eps, min_8bit, max_8bit,
-        scale_ue8m0, True if enable_pdl is None else enable_pdl)
+        scale_ue8m0, _pdl(enable_pdl))
 
 
 def _rmsnorm_quantize(x, weight, group_size, out_dtype, eps, residual, column_major_scales, scale_tma_aligned,
                       scale_ue8m0, return_normed, enable_pdl, quant_eps):
     _check_x(x, (2,), "2-D [M, H]")
-    x_q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    x_q = torch.empty(size=x.shape, dtype=out_dtype, device=x.device)
     x_s = create_scale_tensor(x.shape, group_size, x.device, column_major_scales, scale_tma_aligned, scale_ue8m0)
-    normed = torch.empty(x.shape, dtype=x.dtype, device=x.device) if return_normed else None
-    rmsnorm_per_token_group_quant_8bit(x, weight, x_q, x_s, group_size, eps, residual=residual, output_normed=normed,
-                                       eps=quant_eps, scale_ue8m0=scale_ue8m0, enable_pdl=enable_pdl)
+    normed = torch.empty(size=x.shape, dtype=x.dtype, device=x.device) if return_normed else None
+    min_8bit, max_8bit = _RANGES[out_dtype]
+    torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit(x, weight, residual, x_q, x_s, normed, group_size, eps,
+                                                           quant_eps, min_8bit, max_8bit, scale_ue8m0, _pdl(enable_pdl))
     return (x_q, x_s, normed) if return_normed else (x_q, x_s)
 
 
