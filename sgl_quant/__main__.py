@@ -15,8 +15,8 @@ def info():
 
 
 def bench(args):
-    """Both benchmarks: v2/DSV4 (all args), then the fused RMSNorm op (--quick/--out/--no-baselines); on the CPU
-    implementation where there is no GPU."""
+    """The benchmarks: v2/DSV4 (all args), the fused RMSNorm op (--quick/--out/--no-baselines), then the host
+    time per eager call (--out); on the CPU implementation where there is no GPU."""
     folder = Path(__file__).resolve().parent.parent / "benchmark"
     if not (folder / "bench_per_token_group_quant.py").is_file():
         print("the benchmarks live in the source tree (benchmark/); run this from a source checkout", file=sys.stderr)
@@ -24,7 +24,9 @@ def bench(args):
     rc = subprocess.call([sys.executable, str(folder / "bench_per_token_group_quant.py"), *args])
     shared = [a for i, a in enumerate(args) if a in ("--quick", "--no-baselines", "--out")
               or (i > 0 and args[i - 1] == "--out")]
-    return rc or subprocess.call([sys.executable, str(folder / "bench_rmsnorm_quant.py"), *shared])
+    rc = rc or subprocess.call([sys.executable, str(folder / "bench_rmsnorm_quant.py"), *shared])
+    out = [a for a in shared if a not in ("--quick", "--no-baselines")]
+    return rc or subprocess.call([sys.executable, str(folder / "bench_host_overhead.py"), *out])
 
 
 def selftest():
