@@ -112,21 +112,22 @@ if [[ " $STEPS " == *" bench "* ]]; then
     step bench-rms 420 "$OUT/bench_rmsnorm.log" $PY benchmark/bench_rmsnorm_quant.py --out "$OUT" \
     $(printf '%s\n' $BENCH_ARGS | grep -E '^--(quick|no-baselines)$')
   [[ " $BENCHES " == *" host "* ]] &&
-    step bench-host 120 "$OUT/bench_host.log" $PY benchmark/bench_host_overhead.py --out "$OUT"
+    step bench-host 120 "$OUT/bench_host.log" $PY benchmark/bench_host_overhead.py --out "$OUT/host"
 fi
 
 failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log" | head -20)
-# At most 8 files come back from the device machine: the logs travel as one archive.
-logs=$(cd "$OUT" && ls *.log 2>/dev/null)
-[[ -n $logs ]] && (cd "$OUT" && tar czf logs.tgz $logs && rm -f $logs)
 
 {
   echo "== steps (total $(( $(date +%s) - t_start ))s)"; printf '%s\n' "${summary[@]}"
   [[ -n $failures ]] && { echo "== failed tests"; echo "$failures"; }
   if [[ -f "$OUT/bench.txt" ]]; then echo "== bench"; cat "$OUT/bench.txt"; fi
   if [[ -f "$OUT/rmsnorm.txt" ]]; then echo "== bench rmsnorm"; cat "$OUT/rmsnorm.txt"; fi
-  if [[ -f "$OUT/host_overhead.txt" ]]; then echo "== bench host"; cat "$OUT/host_overhead.txt"; fi
+  if [[ -f "$OUT/host/host_overhead.txt" ]]; then echo "== bench host"; cat "$OUT/host/host_overhead.txt"; fi
 } | tee -a "$OUT/summary.txt"
+# At most 8 files come back from the device machine: the logs (and the host benchmark's files, whose table
+# is in the summary) travel as one archive.
+logs=$(cd "$OUT" && ls -d *.log host 2>/dev/null)
+[[ -n $logs ]] && (cd "$OUT" && tar czf logs.tgz $logs && rm -rf $logs)
 # Exit status: 1 when a step, a test file or a sanitizer run failed (the summary says which), else 0.
 if printf '%s\n' "${summary[@]}" | grep -qE 'rc=[1-9]' || [[ -n $failures ]]; then exit 1; fi
 exit 0
