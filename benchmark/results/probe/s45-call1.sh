@@ -3,7 +3,7 @@
 # (one run each: v2/DSV4, the fused op, the host time per eager call; the kernels are session 44's, whose sanitizer runs
 # passed, and this session changed Python only); then the host-time parts and the host benchmark
 # on ac80f9a's wrappers (the A/B of the wrappers' allocations), appended to the summary (8 files come back at most).
-# Not run: no device machine started in session 45 (eleven tries). Before a run, put ac80f9a's wrappers in scratch/old:
+# Not run: no device machine started in session 45 (12 failed starts, 10 refusals without a try). Before a run, put ac80f9a's wrappers in scratch/old:
 #   mkdir -p scratch/old && for f in quant compat; do git show ac80f9a:sgl_quant/$f.py > scratch/old/$f.py; done
 # and name scratch in carry.
 set -uo pipefail
