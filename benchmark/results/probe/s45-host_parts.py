@@ -1,14 +1,19 @@
 # Session 45: where an eager call's host time goes on the GPU machine (M=1, H=7168).
-import time, statistics, torch, sgl_quant
+import sys
+from pathlib import Path
+
+import torch
+
+import sgl_quant
 from sgl_quant import quant as Q
-def t(fn, n=2000, reps=7):
-    for _ in range(300): fn()
-    r=[]
-    for _ in range(reps):
-        torch.cuda.synchronize(); s=time.perf_counter()
-        for _ in range(n): fn()
-        torch.cuda.synchronize(); r.append((time.perf_counter()-s)/n*1e6)
-    return statistics.median(r)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmark/
+from bench_host_overhead import per_call_us  # the benchmark's own timing loop
+
+
+def t(fn):
+    return per_call_us(fn, torch.cuda.synchronize, calls=2000, reps=7)
+
+
 dev="cuda"; h=7168
 x=torch.randn(1,h,device=dev).bfloat16(); w=torch.randn(h,device=dev).bfloat16(); res=torch.randn(1,h,device=dev).bfloat16()
 q=torch.empty(1,h,dtype=torch.float8_e4m3fn,device=dev)
