@@ -35,3 +35,29 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     host = json.loads((tmp_path / "host_overhead.json").read_text())
     assert host["h"] == 128 and host["device"].startswith("CPU"), host
     assert {r["kind"] for r in host["rows"]} == {"wrapper", "op", "torch"} and all(r["us_per_call"] > 0 for r in host["rows"])
+
+
+def test_verdicts_only_on_the_anchors_gpu(monkeypatch):
+    """The SPEC's anchors and targets are an H200's: on another GPU the rows keep them as columns, but draw no
+    ratio or verdict against them (an H100 "missed" every bandwidth-bound target in session 46)."""
+    monkeypatch.syspath_prepend(str(BENCHMARK))
+    import bench_per_token_group_quant as v2
+    import bench_rmsnorm_quant as fused
+
+    assert v2.anchors_apply("NVIDIA H200") and not v2.anchors_apply("NVIDIA H100 80GB HBM3")
+    row = dict(name="dense-M1-H4096-col_f32", us=1.2, us_pdl=1.0, spec_target_us=1.15, spec_reference_us=1.28,
+               nopdl_reference_us=1.29, unfused_us=2.4)
+    on_h200, elsewhere = v2.format_row(row), v2.format_row(row, anchored=False)
+    assert "target MET" in on_h200 and "ref*/ours=1.07x" in on_h200 and "noPDL ours/ref=0.930" in on_h200, on_h200
+    assert "unfused/ours=2.00x" in elsewhere and "1.15" in elsewhere and "1.28" in elsewhere, elsewhere
+    assert not any(word in elsewhere for word in ("MET", "missed", "ref*/", "noPDL")), elsewhere
+
+    plain = dict(name="rmsnorm-M64-H7168-bf16", m=64, h=7168, us=2.69, us_pdl=2.16, target_us=2.3, target_pdl_us=1.8,
+                 pair_us=2.8)
+    normed = dict(name="rmsnorm-M64-H7168-bf16-normed", m=64, h=7168, normed=True, us=2.91, us_pdl=2.42,
+                  flashinfer_us=2.82, flashinfer_pdl_us=2.30)
+    assert "target missed" in fused.format_row(plain) and "vs FlashInfer SLOWER" in fused.format_row(normed)
+    assert "pair/ours=1.04x" in fused.format_row(plain, anchored=False)
+    for r in (plain, normed):
+        elsewhere = fused.format_row(r, anchored=False)
+        assert not any(word in elsewhere for word in ("target", "FlashInfer", "MET", "missed")), elsewhere
