@@ -107,8 +107,9 @@ def fused_add_rmsnorm_fp8_block_quant(
     if block_scale.dim() != 2 or tuple(block_scale.shape) != want or not block_scale.is_contiguous():
         raise ValueError(f"fused_add_rmsnorm_fp8_block_quant: block_scale must be a contiguous [H // 128, ceil4(M)] = "
                          f"{list(want)} buffer, got shape {list(block_scale.shape)}, strides {list(block_scale.stride())}")
-    rmsnorm_per_token_group_quant_8bit(input, weight, out, _first_rows_transposed(block_scale, m), 128, eps,
-                                       residual=residual, output_normed=normed_out, enable_pdl=enable_pdl)
+    scales = _first_rows_transposed(block_scale, (), m, want[0])
+    rmsnorm_per_token_group_quant_8bit(input, weight, out, scales, 128, eps, residual=residual, output_normed=normed_out,
+                                       enable_pdl=enable_pdl)
 
 
 def rms_norm_per_block_quant(

@@ -74,8 +74,12 @@ def create_scale_tensor(
     except TypeError:
         raise TypeError(f"group_size must be an int, got {type(group_size).__name__}") from None
     # Symbolic sizes (torch.export, tracing with dynamic shapes) stay symbolic: int() would specialize
-    # the traced program to the size it was traced with.
-    *batch, m, h = (d if isinstance(d, torch.SymInt) else int(d) for d in q_shape)
+    # the traced program to the size it was traced with. A torch.Size (the wrappers' x.shape) holds ints
+    # and SymInts already: taken as it is (host time, ~0.3 µs).
+    if isinstance(q_shape, torch.Size):
+        *batch, m, h = q_shape
+    else:
+        *batch, m, h = (d if isinstance(d, torch.SymInt) else int(d) for d in q_shape)
     if group_size <= 0:
         raise ValueError(f"group_size must be positive, got {group_size}")
     if h % group_size != 0:
@@ -84,21 +88,23 @@ def create_scale_tensor(
     if scale_ue8m0 and column_major_scales:
         if not scale_tma_aligned:
             raise ValueError("column-major UE8M0 scales are packed and TMA-aligned: pass scale_tma_aligned=True")
-        buf = torch.empty(size=(*batch, _ceil_align(g, 4) // 4, _ceil_align(m, 4)), dtype=torch.int32, device=device)
-        return _first_rows_transposed(buf, m)
+        cols, rows = _ceil_align(g, 4) // 4, _ceil_align(m, 4)
+        buf = torch.empty(size=(*batch, cols, rows), dtype=torch.int32, device=device)
+        return _first_rows_transposed(buf, batch, m, cols)
     if column_major_scales:
         rows = _ceil_align(m, 4) if scale_tma_aligned else m
         buf = torch.empty(size=(*batch, g, rows), dtype=torch.float32, device=device)
-        return _first_rows_transposed(buf, m)
+        return _first_rows_transposed(buf, batch, m, g)
     return torch.empty(size=(*batch, m, g), dtype=torch.float32, device=device)
 
 
-def _first_rows_transposed(buf: torch.Tensor, m) -> torch.Tensor:
-    """The ``[..., m, cols]`` view of a transposed ``[..., cols, rows]`` buffer with ``rows >= m``."""
+def _first_rows_transposed(buf: torch.Tensor, batch, m, cols) -> torch.Tensor:
+    """The ``[*batch, m, cols]`` view of a transposed ``[*batch, cols, rows]`` buffer with ``rows >= m``."""
     # rows is m or ceil4(m). Slicing [..., :m, :] would make a tracer with a symbolic m prove m <= ceil4(m),
     # which it cannot, so it would specialize m to the traced size; as_strided states the view directly.
-    *batch, cols, _ = buf.shape
-    return buf.as_strided((*batch, m, cols), (*buf.stride()[:-2], 1, buf.stride(-2)))
+    # The caller passes the sizes it knows: reading buf.shape back costs ~0.4 µs of host time per call.
+    strides = buf.stride()
+    return buf.as_strided((*batch, m, cols), (*strides[:-2], 1, strides[-2]))
 
 
 def per_token_group_quant_8bit_v2(
