@@ -31,10 +31,11 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     assert all(r["us"] > 0 and r["pair_us"] > 0 and r["ns_per_element"] > 0 for r in fused)
     v2 = json.loads((tmp_path / "bench.json").read_text())["rows"]
     assert v2 and all(r["us"] > 0 and r["ns_per_element"] > 0 and r["gbs"] > 0 for r in v2)
-    assert bench_host_overhead.main(["--calls", "20", "--reps", "1", "--out", str(tmp_path)]) == 0
+    assert bench_host_overhead.main(["--calls", "20", "--reps", "3", "--out", str(tmp_path)]) == 0
     host = json.loads((tmp_path / "host_overhead.json").read_text())
     assert host["h"] == 128 and host["device"].startswith("CPU"), host
-    assert {r["kind"] for r in host["rows"]} == {"wrapper", "op", "torch"} and all(r["us_per_call"] > 0 for r in host["rows"])
+    assert {r["kind"] for r in host["rows"]} == {"wrapper", "op", "torch"}
+    assert all(0 < r["min_us_per_call"] <= r["us_per_call"] for r in host["rows"]), host["rows"]
 
 
 def test_verdicts_only_on_the_anchors_gpu(monkeypatch):
