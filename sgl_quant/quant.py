@@ -213,7 +213,7 @@ def per_token_group_quant_fp8_dsv4(
     t, g, d = x.shape
     x_q = torch.empty(size=(t, g, d), dtype=FP8_DTYPE, device=x.device)
     # the einsum strides in one allocation rather than a [G, T, D/128] buffer and its transpose (host time,
-    # ~0.6 µs); an empty x_s may get other strides than the transpose's, which no consumer reads
+    # ~1 µs); an empty x_s (T = 0) may get other strides than the transpose's, which no consumer reads
     k = d // 128
     x_s = torch.empty_strided(size=(t, g, k), stride=(k, t * k, 1), dtype=torch.float32, device=x.device)
     torch.ops.sgl_quant.per_token_group_quant_fp8_dsv4(x, x_q, x_s, _pdl(enable_pdl))
