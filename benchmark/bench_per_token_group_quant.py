@@ -571,7 +571,7 @@ def main(argv=None):
              + (f", empty kernel {result['empty_kernel_us']:.2f} µs" if result.get("empty_kernel_us") else "")
              + (f", our times: median of {result['runs']} runs" if result.get("runs", 1) > 1 else ""),
              table_header(columns)]
-    anchored = not gpu or anchors_apply(result["device"])
+    anchored = anchors_apply(result["device"])  # (the CPU rows carry no anchors)
     lines += [format_row(r, columns, anchored) for r in result["rows"]]
     if gpu:
         lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (H200, 2026-11-29), not measured in this run")

@@ -229,7 +229,7 @@ def main(argv=None):
     columns = COLUMNS if gpu else CPU_COLUMNS
     lines = [f"{result['date']} {result['device']}" + (f", copy {result['copy_tbs']:.3f} TB/s" if gpu else ""),
              table_header(columns)]
-    anchored = not gpu or anchors_apply(result["device"])
+    anchored = anchors_apply(result["device"])  # (the CPU rows carry no anchors)
     lines += [format_row(r, columns, anchored) for r in result["rows"]]
     if gpu:
         lines.append("* FlashInfer / vLLM: SPEC §6.5 anchors (H200, 2026-11-30), not measured in this run")

@@ -85,17 +85,16 @@ def create_scale_tensor(
     if h % group_size != 0:
         raise ValueError(f"q_shape[-1]={h} must be divisible by group_size={group_size}")
     g = h // group_size
-    if scale_ue8m0 and column_major_scales:
+    if not column_major_scales:
+        return torch.empty(size=(*batch, m, g), dtype=torch.float32, device=device)
+    if scale_ue8m0:  # packed: 4 exponent bytes per int32 word
         if not scale_tma_aligned:
             raise ValueError("column-major UE8M0 scales are packed and TMA-aligned: pass scale_tma_aligned=True")
-        cols, rows = _ceil_align(g, 4) // 4, _ceil_align(m, 4)
-        buf = torch.empty(size=(*batch, cols, rows), dtype=torch.int32, device=device)
-        return _first_rows_transposed(buf, batch, m, cols)
-    if column_major_scales:
-        rows = _ceil_align(m, 4) if scale_tma_aligned else m
-        buf = torch.empty(size=(*batch, g, rows), dtype=torch.float32, device=device)
-        return _first_rows_transposed(buf, batch, m, g)
-    return torch.empty(size=(*batch, m, g), dtype=torch.float32, device=device)
+        cols, rows, dtype = _ceil_align(g, 4) // 4, _ceil_align(m, 4), torch.int32
+    else:
+        cols, rows, dtype = g, _ceil_align(m, 4) if scale_tma_aligned else m, torch.float32
+    buf = torch.empty(size=(*batch, cols, rows), dtype=dtype, device=device)
+    return _first_rows_transposed(buf, batch, m, cols)
 
 
 def _first_rows_transposed(buf: torch.Tensor, batch, m, cols) -> torch.Tensor:
