@@ -1038,7 +1038,7 @@ struct LaunchOptions {
 constexpr int log2_of_power_of_two(int v) { return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2); }
 
 // One int per device (devices 0..63; others are never cached), 0 meaning not known yet: what a launcher
-// learns about a kernel once (a function-local static of the launcher's template, zero-initialized).
+// learns about a device or a kernel once (a function-local static, zero-initialized).
 // Relaxed atomics, so that first calls on several host threads are no data race: they compute the same
 // value, and either store wins.
 class PerDeviceInt {

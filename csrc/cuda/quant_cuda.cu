@@ -6,9 +6,7 @@
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "../quant_args.h"
 #include "kernel_image.h"
@@ -72,21 +70,24 @@ std::string kernel_image_problem_on(int device) {
 }
 
 // Of the current device (the launcher's guard): refuses, before any launch, a device the build has no
-// code for.
+// code for. Cached per device in one word, num_sms * 2 + sm90 (0: not known yet), read without a lock:
+// every launch passes here, and host threads launching on different devices must not serialize on it.
 DeviceInfo device_info(int device) {
-  static std::mutex mutex;
-  static std::unordered_map<int, DeviceInfo> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
+  static PerDeviceInt cached;
+  const int known = cached.get(device);
+  DeviceInfo info;
+  if (known != 0) {
+    info.num_sms = known / 2;
+    info.sm90 = (known & 1) != 0;
+    return info;
+  }
   const std::string problem = kernel_image_problem_on(device);
   SGLQ_CHECK(problem.empty(), problem);
-  DeviceInfo info;
   int major = 0;
   SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
   SGLQ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   info.sm90 = major >= 9;
-  cache.emplace(device, info);
+  cached.set(device, info.num_sms * 2 + (info.sm90 ? 1 : 0));
   return info;
 }
 

@@ -58,19 +58,36 @@ fi
 (cd "$WORK" && $PY -m sgl_quant info) >>"$OUT/summary.txt" 2>&1
 
 if [[ " $STEPS " == *" tests "* ]]; then
-  # one pytest run per file, so that a crash in one cannot hide the results of the others; with
-  # pytest-xdist (there on the H200 image) TEST_WORKERS processes share the GPU and the CPU reference work
+  # With pytest-xdist (there on the H200 image) TEST_WORKERS processes share the GPU and the CPU reference
+  # work. TEST_RUN=one (default): every file in one pytest run, the workers started once (each run pays
+  # ~10 s of worker start-up: per file, 15 files took 373 s in session 46, one run ~150 s), a line per
+  # file from its JUnit XML; xdist replaces a worker that crashes and fails its test. If that run ends
+  # otherwise than passed/failed (a hang past its timeout, an internal error), or with TEST_RUN=files, one
+  # run per file, so that one file cannot hide the others' results.
   t0=$(date +%s); : >"$OUT/tests.log"
   xdist=$($PY -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / ${TEST_WORKERS:-8} ))}  # no oversubscription by the workers' CPU ops
-  for f in $TEST_FILES; do
-    part=$(mktemp)
-    (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs --durations=5 -p no:cacheprovider $xdist) >"$part" 2>&1
-    rc=$?; { echo "== tests/$f.py"; cat "$part"; echo "rc=$rc"; } >>"$OUT/tests.log"
-    # this file's own result line (a file whose tests all skip has no "passed")
-    summary+=("$(printf 'tests      rc=%-3s %-26s %s' "$rc" "$f" "$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$part" | tail -1)")")
-    rm -f "$part"
-  done
+  rc=2
+  if [[ ${TEST_RUN:-one} == one ]]; then
+    (cd "$WORK" && timeout 480 $PY -m pytest $(printf 'tests/%s.py ' $TEST_FILES) -q -rfEs --durations=15 \
+      -p no:cacheprovider --junitxml="$OUT/tests.xml" $xdist) >>"$OUT/tests.log" 2>&1
+    rc=$?; echo "rc=$rc" >>"$OUT/tests.log"
+    if [[ $rc == 0 || $rc == 1 ]]; then
+      while read -r line; do summary+=("tests      $line"); done < <($PY scripts/gpu/junit_files.py "$OUT/tests.xml" $TEST_FILES)
+      summary+=("tests      rc=$rc one run: $(grep -E '[0-9]+ (passed|failed|skipped|error)' "$OUT/tests.log" | tail -1)")
+    fi
+  fi
+  if [[ $rc != 0 && $rc != 1 ]]; then
+    [[ ${TEST_RUN:-one} == one ]] && summary+=("tests      rc=$rc: the one run did not finish; one run per file")
+    for f in $TEST_FILES; do
+      part=$(mktemp)
+      (cd "$WORK" && timeout 300 $PY -m pytest "tests/$f.py" -q -rfEs --durations=5 -p no:cacheprovider $xdist) >"$part" 2>&1
+      rc=$?; { echo "== tests/$f.py"; cat "$part"; echo "rc=$rc"; } >>"$OUT/tests.log"
+      # this file's own result line (a file whose tests all skip has no "passed")
+      summary+=("$(printf 'tests      rc=%-3s %-26s %s' "$rc" "$f" "$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$part" | tail -1)")")
+      rm -f "$part"
+    done
+  fi
   summary+=("tests      total $(( $(date +%s) - t0 ))s")
 fi
 
@@ -126,7 +143,7 @@ failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log
 } | tee -a "$OUT/summary.txt"
 # At most 8 files come back from the device machine: the logs (and the host benchmark's files, whose table
 # is in the summary) travel as one archive.
-logs=$(cd "$OUT" && ls -d *.log host 2>/dev/null)
+logs=$(cd "$OUT" && ls -d *.log *.xml host 2>/dev/null)
 [[ -n $logs ]] && (cd "$OUT" && tar czf logs.tgz $logs && rm -rf $logs)
 # Exit status: 1 when a step, a test file or a sanitizer run failed (the summary says which), else 0.
 if printf '%s\n' "${summary[@]}" | grep -qE 'rc=[1-9]' || [[ -n $failures ]]; then exit 1; fi
