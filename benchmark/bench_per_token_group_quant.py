@@ -486,9 +486,13 @@ def format_row(r, columns=COLUMNS, anchored=True):
         if r.get(key) and (anchored or key != "spec_reference_us"):
             ratios.append(f"{label}/ours={r[key] / r['us']:.2f}x")
     if anchored and r.get("spec_target_us"):
-        ratios.append("target " + ("MET" if r["us"] <= r["spec_target_us"] or r.get("us_pdl", 1e9) <= r["spec_target_us"]
-                                   else "missed"))
+        ratios.append("target " + ("MET" if target_met(r) else "missed"))
     return (table_cells(r, columns) + "  " + " ".join(ratios)).rstrip()
+
+
+def target_met(r):
+    """SPEC §5's rule: a row with a target meets it in either launch mode (the targets are PDL-era anchors)."""
+    return r["us"] <= r["spec_target_us"] or r.get("us_pdl", 1e9) <= r["spec_target_us"]
 
 
 # Calls whose input and outputs take at most half the H200's 50 MiB L2 run from it when replayed (larger

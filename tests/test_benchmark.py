@@ -62,3 +62,32 @@ def test_verdicts_only_on_the_anchors_gpu(monkeypatch):
     for r in (plain, normed):
         elsewhere = fused.format_row(r, anchored=False)
         assert not any(word in elsewhere for word in ("target", "FlashInfer", "MET", "missed")), elsewhere
+
+
+def test_readme_tables_from_archived_runs(monkeypatch):
+    """benchmark/readme_tables.py renders the archived JSON of each benchmark as the README's Markdown tables: one
+    row per case (the chain's two rows as one), the run's own numbers, the benchmarks' verdict rules, and no
+    verdict on a GPU other than the anchors'."""
+    monkeypatch.syspath_prepend(str(BENCHMARK))
+    import readme_tables
+
+    results = BENCHMARK / "results"
+    for name, anchored in (("h200-2026-12-05-s46.json", True), ("h200-2026-12-05-s46-rmsnorm.json", True),
+                           ("h100-2026-12-05-s46-rmsnorm.json", False)):
+        path = results / name
+        rows = json.loads(path.read_text())["rows"]
+        lines = readme_tables.render(path)
+        table = [line for line in lines if line.startswith("| ") and not line.startswith("| ---")][1:]
+        chain = sum(r["name"].startswith("chain10-") for r in rows)
+        assert len(table) == len(rows) - max(chain - 1, 0), lines
+        text = "\n".join(lines)
+        for r in rows:  # every measured time appears as the run wrote it
+            assert f"{r['us']:.2f}" in text and (r.get("us_pdl") is None or f"{r['us_pdl']:.2f}" in text), r
+        verdicts = [line for line in table if " met" in line or "missed" in line or "FlashInfer:" in line]
+        assert bool(verdicts) == anchored, table
+        assert (readme_tables.v2_bench.OTHER_GPU_NOTE in lines) != anchored
+    fused = readme_tables.render(results / "h200-2026-12-05-s46-rmsnorm.json")
+    # session 46's H200 run: M=1 met, M=64 missed, output_normed M=64 slower (2.302 against FlashInfer's 2.30)
+    assert any(line.startswith("| 1 | 7168 |  | 1.94 | 1.40 |") and line.endswith("met |") for line in fused), fused
+    assert any(line.startswith("| 64 | 7168 |  | 2.69 |") and "**missed**" in line for line in fused), fused
+    assert any(line.startswith("| 64 | 7168 | yes |") and "**slower**" in line for line in fused), fused

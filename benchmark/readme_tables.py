@@ -1,0 +1,133 @@
+"""README tables from the benchmarks' JSON results (bench.json of bench_per_token_group_quant.py, rmsnorm.json
+of bench_rmsnorm_quant.py, as archived under benchmark/results/), so that the README shows a run's numbers
+as the run wrote them:
+
+    python benchmark/readme_tables.py benchmark/results/h200-2026-12-05-s47.json \\
+        benchmark/results/h200-2026-12-05-s47-rmsnorm.json
+
+Prints, per file, a line naming the run (date, GPU, copy bandwidth, source file) and a Markdown table:
+µs per call without / with PDL, the share of the copy-bandwidth roofline, the fixed reference points and
+the SPEC's targets with their verdicts (the same rules as the benchmarks' own tables: target_met,
+slower_than_flashinfer). Verdicts and ratios against the anchors only where the run's GPU is the anchors'
+(anchors_apply), as in the benchmarks.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_per_token_group_quant as v2_bench  # noqa: E402
+import bench_rmsnorm_quant as rms_bench  # noqa: E402
+
+LAYOUT_LABELS = {"col_f32": "", "col_ue8m0": ", packed UE8M0", "row_f32": ", row-major fp32",
+                 "row_ue8m0": ", row-major UE8M0"}
+
+
+def num(v, fmt="{:.2f}"):
+    return "" if v is None else fmt.format(v)
+
+
+def case_label(name):
+    """A v2/DSV4 row's name as words: dense-silu-M64-H2048-col_ue8m0 -> "SiLU·mul, M=64, H=2048, packed UE8M0"."""
+    m = re.fullmatch(r"dense(-silu)?-M(\d+)-H(\d+)-(\w+)", name)
+    if m:
+        return f"{'SiLU·mul, ' if m[1] else ''}M={m[2]}, H={m[3]}{LAYOUT_LABELS[m[4]]}"
+    m = re.fullmatch(r"masked-silu-E(\d+)x(\d+)(-decode)?-H(\d+)-(\w+)", name)
+    if m:
+        return (f"masked SiLU·mul, {m[1]} experts × {m[2]} rows{', decode-sized counts' if m[3] else ''}, "
+                f"H={m[4]}{LAYOUT_LABELS[m[5]]}")
+    m = re.fullmatch(r"dsv4-T(\d+)-G(\d+)-D(\d+)", name)
+    if m:
+        return f"DSV4, T={m[1]}, {m[2]} heads, D={m[3]}"
+    return name
+
+
+def row_order(r):
+    """Dense rows by layout, SiLU, H, M; then masked and DSV4 rows in the benchmark's order."""
+    if r["kind"] != "dense":
+        return (1,)
+    layout = r["name"].rsplit("-", 1)[1]
+    return (0, "-silu" in r["name"], list(LAYOUT_LABELS).index(layout), r["h"], r["m"])
+
+
+def v2_table(result):
+    anchored = v2_bench.anchors_apply(result["device"])
+    lines = ["| case | no PDL | ref no PDL¹ | ratio | PDL | % roofline (PDL) | ref² | target |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = {r["name"]: r for r in result["rows"]}
+    for r in sorted(result["rows"], key=row_order):
+        if r["name"].startswith("chain10-"):
+            continue
+        label = case_label(r["name"])
+        if r.get("unfused_us"):
+            label += f" (unfused {r['unfused_us']:.2f}, plain v2 {r['plain_v2_us']:.2f})"
+        ref_nopdl = r.get("nopdl_reference_us")
+        ratio = num(r["us"] / ref_nopdl, "{:.2f}") if ref_nopdl and anchored else ""
+        target = ""
+        if r.get("spec_target_us"):
+            target = f"≤ {r['spec_target_us']:g}" + ((" met" if v2_bench.target_met(r) else " **missed**") if anchored else "")
+        lines.append(f"| {label} | {num(r['us'])} | {num(ref_nopdl)} | {ratio} | {num(r.get('us_pdl'))} | "
+                     f"{num(r.get('roofline_pct_pdl'), '{:.0f}')} | {num(r.get('spec_reference_us'))} | {target} |")
+    pdl, nopdl = rows.get("chain10-pdl-M1-H4096"), rows.get("chain10-nopdl-M1-H4096")
+    if pdl and nopdl:  # one row: the chain's time in each mode (each a row of its own in the benchmark)
+        ratio = num(nopdl["us"] / nopdl["nopdl_reference_us"], "{:.2f}") if anchored else ""
+        target = f"≤ {pdl['spec_target_us']:g}" + ((" met" if v2_bench.target_met(pdl) else " **missed**") if anchored else "")
+        lines.append(f"| 10 chained launches, M=1, H=4096 (µs per chain) | {num(nopdl['us'])} | "
+                     f"{num(nopdl['nopdl_reference_us'])} | {ratio} | {num(pdl['us'])} | | "
+                     f"{num(nopdl['spec_reference_us'])} / {num(pdl['spec_reference_us'])} | {target} (PDL) |")
+    lines += ["", "¹ sgl-kernel's v2 launched without PDL: issue 13's fixed points (H200, 2026-11-30), not measured in "
+              "this run; ratio: ours / it. ² SPEC §5's anchors: the reference kernel (H200, 2026-11-29), not measured in "
+              "this run (the chain: without / with PDL). % roofline: the call's minimum bytes over the run's copy "
+              "bandwidth; past 100 the data is L2-resident."]
+    return lines + ([v2_bench.OTHER_GPU_NOTE] if not anchored else [])
+
+
+def rms_table(result):
+    anchored = v2_bench.anchors_apply(result["device"])
+    lines = ["| M | H | output_normed | no PDL | PDL | roofline | % roofline (PDL) | FlashInfer fused³ (PDL) | "
+             "vLLM fused³ | target (PDL) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in result["rows"]:
+        fi = f"{num(r.get('flashinfer_us'))}" + (f" ({r['flashinfer_pdl_us']:.2f})" if r.get("flashinfer_pdl_us") else "")
+        verdict = ""
+        if r.get("target_us"):
+            verdict = f"≤ {r['target_us']:g}" + (f" (≤ {r['target_pdl_us']:g})" if r.get("target_pdl_us") else "")
+            if anchored:
+                verdict += " met" if rms_bench.target_met(r) else " **missed**"
+        elif r.get("normed") and r.get("flashinfer_us") and anchored:
+            verdict = "vs FlashInfer: " + ("**slower**" if rms_bench.slower_than_flashinfer(r) else "faster")
+        lines.append(f"| {r['m']} | {r['h']} | {'yes' if r['normed'] else ''} | {num(r['us'])} | {num(r['us_pdl'])} | "
+                     f"{num(r['roofline_us'])} | {num(r['roofline_pct_pdl'], '{:.1f}')} | {fi if r.get('flashinfer_us') else ''} | "
+                     f"{num(r.get('vllm_us'), '{:g}')} | {verdict} |")
+    lines += ["", "roofline: 7 bytes per element (read x and residual, write residual and codes; 9 with output_normed) "
+              "plus the scales, over the run's copy bandwidth. ³ SPEC §6.5's anchors (H200, 2026-11-30), not measured "
+              "in this run."]
+    return lines + ([v2_bench.OTHER_GPU_NOTE] if not anchored else [])
+
+
+def render(path):
+    result = json.loads(Path(path).read_text())
+    rows = result["rows"]
+    if not result.get("copy_tbs"):
+        raise SystemExit(f"{path}: a CPU run (no copy bandwidth); the README's CPU tables are written by hand")
+    head = (f"{result['date']}, {result['device']}, copy {result['copy_tbs']:.2f} TB/s, torch "
+            f"{result['build_info'].get('torch_runtime', result['build_info'].get('torch'))}"
+            + (f", our times the median of {result['runs']} runs" if result.get("runs", 1) > 1 else "")
+            + f" (`{Path(path).as_posix()}`); µs per call")
+    table = rms_table(result) if rows and "roofline_us" in rows[0] else v2_table(result)
+    return [head, ""] + table
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    out = []
+    for path in argv[1:]:
+        out += render(path) + [""]
+    print("\n".join(out).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
