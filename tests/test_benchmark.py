@@ -1,6 +1,7 @@
 """The main job's CPU path (`make bench` / `python -m sgl_quant bench` without a GPU): both benchmark scripts
 time the C++ CPU implementation and write their tables. Needs the source tree (benchmark/)."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,18 @@ def test_readme_tables_from_archived_runs(monkeypatch):
     assert any(line.startswith("| 1 | 7168 |  | 1.94 | 1.40 |") and line.endswith("met |") for line in fused), fused
     assert any(line.startswith("| 64 | 7168 |  | 2.69 |") and "**missed**" in line for line in fused), fused
     assert any(line.startswith("| 64 | 7168 | yes |") and "**slower**" in line for line in fused), fused
+
+
+def test_readme_tables_are_the_runs_they_name(monkeypatch):
+    """Every table the README renders from a run (the line naming its JSON) is that run's rendering, line for line:
+    the README's numbers cannot drift from the files they cite."""
+    monkeypatch.syspath_prepend(str(BENCHMARK))
+    import readme_tables
+
+    readme = (BENCHMARK.parent / "README.md").read_text()
+    cited = re.findall(r"\(`(benchmark/results/[\w.-]+\.json)`\); µs per call", readme)
+    assert len(cited) >= 2, "the README's v2/DSV4 and fused-op tables name their runs"
+    monkeypatch.chdir(BENCHMARK.parent)  # the tables name their run's path as given: relative to the repository
+    for path in cited:
+        missing = [line for line in readme_tables.render(path) if line and line not in readme]
+        assert not missing, (path, missing)
