@@ -14,12 +14,14 @@ slower_than_flashinfer). Verdicts and ratios against the anchors only where the 
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_per_token_group_quant as v2_bench  # noqa: E402
 import bench_rmsnorm_quant as rms_bench  # noqa: E402
 
+WIDTH = 105  # the README's line width for the notes under a table
 LAYOUT_LABELS = {"col_f32": "", "col_ue8m0": ", packed UE8M0", "row_f32": ", row-major fp32",
                  "row_ue8m0": ", row-major UE8M0"}
 
@@ -76,10 +78,11 @@ def v2_table(result):
         lines.append(f"| 10 chained launches, M=1, H=4096 (µs per chain) | {num(nopdl['us'])} | "
                      f"{num(nopdl['nopdl_reference_us'])} | {ratio} | {num(pdl['us'])} | | "
                      f"{num(nopdl['spec_reference_us'])} / {num(pdl['spec_reference_us'])} | {target} (PDL) |")
-    lines += ["", "¹ sgl-kernel's v2 launched without PDL: issue 13's fixed points (H200, 2026-11-30), not measured in "
-              "this run; ratio: ours / it. ² SPEC §5's anchors: the reference kernel (H200, 2026-11-29), not measured in "
-              "this run (the chain: without / with PDL). % roofline: the call's minimum bytes over the run's copy "
-              "bandwidth; past 100 the data is L2-resident."]
+    lines += [""] + textwrap.wrap(
+        "¹ sgl-kernel's v2 launched without PDL: issue 13's fixed points (H200, 2026-11-30), not measured in this run; "
+        "ratio: ours / it. ² SPEC §5's anchors: the reference kernel (H200, 2026-11-29), not measured in this run (the "
+        "chain: without / with PDL). % roofline: the call's minimum bytes over the run's copy bandwidth; past 100 the "
+        "data is L2-resident.", WIDTH)
     return lines + ([v2_bench.OTHER_GPU_NOTE] if not anchored else [])
 
 
@@ -100,9 +103,10 @@ def rms_table(result):
         lines.append(f"| {r['m']} | {r['h']} | {'yes' if r['normed'] else ''} | {num(r['us'])} | {num(r['us_pdl'])} | "
                      f"{num(r['roofline_us'])} | {num(r['roofline_pct_pdl'], '{:.1f}')} | {fi if r.get('flashinfer_us') else ''} | "
                      f"{num(r.get('vllm_us'), '{:g}')} | {verdict} |")
-    lines += ["", "roofline: 7 bytes per element (read x and residual, write residual and codes; 9 with output_normed) "
-              "plus the scales, over the run's copy bandwidth. ³ SPEC §6.5's anchors (H200, 2026-11-30), not measured "
-              "in this run."]
+    lines += [""] + textwrap.wrap(
+        "roofline: 7 bytes per element (read x and residual, write residual and codes; 9 with output_normed) plus the "
+        "scales, over the run's copy bandwidth. ³ SPEC §6.5's anchors (H200, 2026-11-30), not measured in this run.",
+        WIDTH)
     return lines + ([v2_bench.OTHER_GPU_NOTE] if not anchored else [])
 
 
