@@ -2,8 +2,8 @@
 of bench_rmsnorm_quant.py, as archived under benchmark/results/), so that the README shows a run's numbers
 as the run wrote them:
 
-    python benchmark/readme_tables.py benchmark/results/h200-2026-12-05-s47.json \\
-        benchmark/results/h200-2026-12-05-s47-rmsnorm.json
+    python benchmark/readme_tables.py benchmark/results/h200-2026-12-05-s46.json \\
+        benchmark/results/h200-2026-12-05-s46-rmsnorm.json
 
 Prints, per file, a line naming the run (date, GPU, copy bandwidth, source file) and a Markdown table:
 µs per call without / with PDL, the share of the copy-bandwidth roofline, the fixed reference points and

@@ -60,10 +60,10 @@ fi
 if [[ " $STEPS " == *" tests "* ]]; then
   # With pytest-xdist (there on the H200 image) TEST_WORKERS processes share the GPU and the CPU reference
   # work. TEST_RUN=one (default): every file in one pytest run, the workers started once (each run pays
-  # ~10 s of worker start-up: per file, 15 files took 373 s in session 46, one run ~150 s), a line per
-  # file from its JUnit XML; xdist replaces a worker that crashes and fails its test. If that run ends
-  # otherwise than passed/failed (a hang past its timeout, an internal error), or with TEST_RUN=files, one
-  # run per file, so that one file cannot hide the others' results.
+  # ~10 s of worker start-up: 15 runs, one per file, took 373 s in session 46; one run 98-104 s in
+  # session 47), a line per file from its JUnit XML; xdist replaces a worker that crashes and fails its
+  # test. If that run ends otherwise than passed/failed (a hang past its timeout, an internal error), or
+  # with TEST_RUN=files, one run per file, so that one file cannot hide the others' results.
   t0=$(date +%s); : >"$OUT/tests.log"
   xdist=$($PY -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / ${TEST_WORKERS:-8} ))}  # no oversubscription by the workers' CPU ops
