@@ -162,7 +162,7 @@ def verdict(r, anchored=True):
     if anchored and r.get("target_us"):
         notes.append("target " + ("MET" if target_met(r) else "missed"))
     if anchored and r.get("normed") and r.get("flashinfer_us"):  # with output_normed: never slower than FlashInfer
-        notes.append("vs FlashInfer " + ("faster" if not slower_than_flashinfer(r) else "SLOWER"))
+        notes.append("vs FlashInfer " + ("SLOWER" if slower_than_flashinfer(r) else "faster"))
     if r.get("pair_us"):
         notes.append(f"pair/ours={r['pair_us'] / r['us']:.2f}x")
     return "  ".join(notes)

@@ -13,9 +13,13 @@ if not (BENCHMARK / "bench_per_token_group_quant.py").is_file():
                 allow_module_level=True)
 
 
+@pytest.fixture(autouse=True)
+def _benchmark_modules_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARK))
+
+
 def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU path, also on a GPU machine
-    monkeypatch.syspath_prepend(str(BENCHMARK))
     import bench_host_overhead
     import bench_per_token_group_quant
     import bench_rmsnorm_quant
@@ -39,10 +43,9 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     assert all(0 < r["min_us_per_call"] <= r["us_per_call"] for r in host["rows"]), host["rows"]
 
 
-def test_verdicts_only_on_the_anchors_gpu(monkeypatch):
+def test_verdicts_only_on_the_anchors_gpu():
     """The SPEC's anchors and targets are an H200's: on another GPU the rows keep them as columns, but draw no
     ratio or verdict against them (an H100 "missed" every bandwidth-bound target in session 46)."""
-    monkeypatch.syspath_prepend(str(BENCHMARK))
     import bench_per_token_group_quant as v2
     import bench_rmsnorm_quant as fused
 
@@ -65,11 +68,10 @@ def test_verdicts_only_on_the_anchors_gpu(monkeypatch):
         assert not any(word in elsewhere for word in ("target", "FlashInfer", "MET", "missed")), elsewhere
 
 
-def test_readme_tables_from_archived_runs(monkeypatch):
+def test_readme_tables_from_archived_runs():
     """benchmark/readme_tables.py renders the archived JSON of each benchmark as the README's Markdown tables: one
     row per case (the chain's two rows as one), the run's own numbers, the benchmarks' verdict rules, and no
     verdict on a GPU other than the anchors'."""
-    monkeypatch.syspath_prepend(str(BENCHMARK))
     import readme_tables
 
     results = BENCHMARK / "results"
@@ -97,7 +99,6 @@ def test_readme_tables_from_archived_runs(monkeypatch):
 def test_readme_tables_are_the_runs_they_name(monkeypatch):
     """Every table the README renders from a run (the line naming its JSON) is that run's rendering, line for line:
     the README's numbers cannot drift from the files they cite."""
-    monkeypatch.syspath_prepend(str(BENCHMARK))
     import readme_tables
 
     readme = (BENCHMARK.parent / "README.md").read_text()
