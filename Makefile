@@ -58,13 +58,14 @@ wheel: install
 # declares and the newest torch under the newest CPython, each in a fresh venv, and run the smoke test
 # and the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh). The newest
 # torch (a CUDA 13.2 build) imports with the build venv's CUDA 13.0 libraries except NVSHMEM, which it
-# needs at its own version. The CPythons: `pythonX.Y` on PATH or pyenv's (scripts/ci/find_python.sh,
-# which fails where there is none).
+# needs at its own version: `pin:` takes that version from the torch wheel (scripts/ci/torch_pins.py;
+# for a +cu128 torch in the cu12.8 wheel job, the CUDA 12 package). The CPythons: `pythonX.Y` on PATH
+# or pyenv's (scripts/ci/find_python.sh, which fails where there is none).
 WHEEL_TORCH_OLD ?= 2.11.0
 WHEEL_PY_OLD ?= 3.10
 WHEEL_TORCH_NEWEST ?= 2.15.0
 WHEEL_PY_NEWEST ?= 3.13
-WHEEL_TORCH_NEWEST_EXTRA ?= nvidia-nvshmem-cu13==3.7.2
+WHEEL_TORCH_NEWEST_EXTRA ?= pin:nvidia-nvshmem-
 wheel-check: wheel
 	$(PY) -m pip install -q $(PIP_QUICK) auditwheel 2>/dev/null || echo "auditwheel not installable here (no index); the ELF check below runs regardless"
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/ci/check_wheel.py dist/sgl_quant-*.whl

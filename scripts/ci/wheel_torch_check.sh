@@ -16,8 +16,11 @@
 # cuda-pathfinder are left out: torch does not import them, and the build venv's cuda-pathfinder needs
 # CPython >= 3.11). It saves the ~3 GB of differently pinned CUDA libraries another torch would
 # otherwise download; the tests are CPU tests.
-# EXTRA: requirement specs installed after those, without dependencies, where VERSION needs a newer
-# library than the build venv's to import at all (torch 2.15.0: nvidia-nvshmem-cu13==3.7.2).
+# EXTRA: requirements installed after those, without dependencies, where VERSION needs a newer library
+# than the build venv's to import at all (torch 2.15.0: NVSHMEM 3.7.2). Each is a requirement spec, or
+# `pin:PREFIX`: every requirement of that torch wheel named PREFIX..., at the version the wheel pins
+# (scripts/ci/torch_pins.py; `pin:nvidia-nvshmem-` gives nvidia-nvshmem-cu13==3.7.2 for the CUDA 13.2
+# build of 2.15.0, and the CUDA 12 package at its pin for a +cu128 build).
 # A machine-wide pip constraint (this workplace caps torch at its local release) does not apply here:
 # the point is to install exactly VERSION.
 set -euo pipefail
@@ -35,11 +38,23 @@ pip=("$venv/bin/python" -m pip install -q)
 if [[ $mode == lean ]]; then
   cache=$root/build/torch-wheels
   mkdir -p "$cache"
-  ls "$cache"/torch-"$version"-*.whl >/dev/null 2>&1 || \
-    "$venv/bin/python" -m pip download -q --no-deps "torch==$version" -d "$cache"
+  # the venv CPython's wheel of VERSION, with or without a local label (PyTorch's own index: 2.15.0+cu128)
+  pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  torch_wheel() { compgen -G "$cache/torch-$version-cp${pyver/./}-*.whl" || compgen -G "$cache/torch-$version+*-cp${pyver/./}-*.whl"; }
+  torch_wheel >/dev/null || "$venv/bin/python" -m pip download -q --no-deps "torch==$version" -d "$cache"
+  whl=$(torch_wheel | head -1) || { echo "no torch $version wheel for CPython $pyver in $cache" >&2; exit 1; }
   cuda_libs=$("$build_py" -m pip freeze | grep -E '^(nvidia-|cuda-)' | grep -vE '^cuda-(bindings|pathfinder)=' || true)
-  "${pip[@]}" --no-deps "$cache"/torch-"$version"-*.whl $cuda_libs
-  (( ${#extra[@]} == 0 )) || "${pip[@]}" --no-deps "${extra[@]}"
+  "${pip[@]}" --no-deps "$whl" $cuda_libs
+  specs=()
+  for e in "${extra[@]}"; do
+    if [[ $e == pin:* ]]; then
+      pinned=$("$build_py" "$root/scripts/ci/torch_pins.py" "$whl" "${e#pin:}" --python "$pyver")
+      specs+=($pinned)
+    else
+      specs+=("$e")
+    fi
+  done
+  (( ${#specs[@]} == 0 )) || { echo "extra: ${specs[*]}"; "${pip[@]}" --no-deps "${specs[@]}"; }
   "${pip[@]}" filelock typing-extensions sympy networkx jinja2 fsspec setuptools
 else
   "${pip[@]}" "torch==$version"
