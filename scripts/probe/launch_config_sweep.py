@@ -10,6 +10,7 @@ their settle step). Session 11's runs: benchmark/results/probe/h200-2026-12-01-s
     python scripts/probe/launch_config_sweep.py rms-rule     # blocks per row 1, 2, 4 around the rule's edges, H = 2048 ... 7168
     python scripts/probe/launch_config_sweep.py rms-auto     # the automatic choice (0) against 1, 2, 4 up to H = 16384
     python scripts/probe/launch_config_sweep.py rms-cases 64:16384,48:16384 2,4  # given M:H cases and clusters
+    python scripts/probe/launch_config_sweep.py masked-pdl  # masked grids of 1 ... 64 waves (PDL trigger at the start or not)
 """
 import statistics
 import sys
@@ -48,6 +49,19 @@ def masked_sweep(d):
                        (threads, d[1], d[2], d[3]))
 
 
+def masked_waves_sweep(d):
+    """Masked grids capped at 1, 2, 4 or 64 waves of resident blocks. A capped grid with PDL triggers the
+    next launch at its start (KernelArgs::trigger_at_start); an uncapped one after its wait. Session 47's H100
+    runs read masked 32 x 256 slower with PDL than without (14.4-14.6 against 12.7-13.3 us); the H200 not."""
+    shapes = [v2.masked_case(e, r) for e, r in ((8, 512), (32, 256), (256, 128))]
+    shapes += [v2.masked_case(e, r, 7) for e, r in ((8, 512), (32, 256))]
+    for c in shapes:
+        label = f"{c['name']} valid rows {int(v2.masked_counts(c).clamp(0, c['rows']).sum())}"
+        for masked_waves in (1, 2, 4, 64):
+            both_modes(f"{label} masked_waves {masked_waves}", lambda pdl, c=c: v2.build(c, "cuda", pdl),
+                       (d[0], d[1], masked_waves, d[3]))
+
+
 def cluster_sweep(d, cases, clusters):
     """The fused op (bf16, group 128) on (M, H, normed) cases, under each number of blocks per row."""
     for m, h, normed in cases:
@@ -63,6 +77,8 @@ def main(which):
     print("defaults", d, flush=True)
     if which == "masked":
         masked_sweep(d)
+    elif which == "masked-pdl":
+        masked_waves_sweep(d)
     elif which == "rms-cluster":
         cluster_sweep(d, [(m, 7168, normed) for m in (64, 128, 256, 512, 1024) for normed in (False, True)], (0, 1, 2, 4))
     elif which == "rms-small":  # session 26, against the rule of before (4 while 4M <= SMs, then 2)
