@@ -19,7 +19,8 @@ spec = importlib.util.spec_from_file_location("torch_pins", SCRIPT)
 torch_pins = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(torch_pins)
 
-# torch 2.15.0's own lines (PyPI, CUDA 13.2 build), and what a +cu128 build's would look like
+# torch 2.15.0's own lines (PyPI, CUDA 13.2 build), and an invented set of the form a +cu128 build's take
+# (versions made up: PyTorch's index is not reachable from the build machine), with a name to canonicalize
 CU13 = ['cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.2.2; platform_system == "Linux"',
         'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
         'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"',
@@ -60,7 +61,9 @@ def test_pins_of_a_cuda12_torch_by_marker_and_canonical_name(tmp_path):
 
 def test_command_line(tmp_path):
     whl = fake_wheel(tmp_path, CU13)
-    run = lambda *args: subprocess.run([sys.executable, str(SCRIPT), whl, *args], capture_output=True, text=True)
+    def run(*args):
+        return subprocess.run([sys.executable, str(SCRIPT), whl, *args], capture_output=True, text=True)
+
     ok = run("nvidia-nvshmem-", "--python", "3.13")
     assert ok.returncode == 0 and ok.stdout == "nvidia-nvshmem-cu13==3.7.2\n", ok
     none = run("nvidia-nccl")
