@@ -21,7 +21,7 @@ import bench_per_token_group_quant as v2  # noqa: E402
 import bench_rmsnorm_quant as rms  # noqa: E402
 import torch  # noqa: E402
 from sgl_quant import _C  # noqa: E402
-from sgl_quant.testing import launch_config  # noqa: E402
+from sgl_quant.testing import LAUNCH_FIELDS, launch_config  # noqa: E402
 
 
 def timed(build, shape):
@@ -37,29 +37,36 @@ def both_modes(label, build_for_pdl, shape):
     print(f"{label:60s} noPDL {no_pdl:8.3f}  PDL {pdl:8.3f}", flush=True)
 
 
+def masked_cases(full, decode):
+    """Masked cases of the benchmark's form: (experts, rows) with every row valid, and decode-sized (at most
+    7 valid rows per expert)."""
+    return [v2.masked_case(e, r) for e, r in full] + [v2.masked_case(e, r, 7) for e, r in decode]
+
+
+def masked_field_sweep(d, cases, field, name, values):
+    """Each masked case (fused SiLU) with one field of the launch shape (LAUNCH_FIELDS[field], `name` in the
+    printed label) set to each of `values`, the others at the defaults `d`."""
+    for c in cases:
+        label = f"{c['name']} valid rows {int(v2.masked_counts(c).clamp(0, c['rows']).sum())}"
+        for value in values:
+            shape = list(d[:4])
+            shape[field] = value
+            both_modes(f"{label} {name} {value}", lambda pdl, c=c: v2.build(c, "cuda", pdl), tuple(shape))
+
+
 def masked_sweep(d):
     """Block sizes of the masked kernels (the automatic choice: 256 threads) on the benchmark's masked
-    shapes and counts, two more shapes, and decode-sized counts (at most 7 rows per expert)."""
-    shapes = [v2.masked_case(e, r) for e, r in ((8, 512), (32, 256), (256, 128), (8, 128), (32, 1024))]
-    shapes += [v2.masked_case(e, r, 7) for e, r in ((8, 512), (32, 256), (256, 128))]
-    for c in shapes:
-        label = f"{c['name']} valid rows {int(v2.masked_counts(c).clamp(0, c['rows']).sum())}"
-        for threads in (0, 64, 96, 128, 192, 512):
-            both_modes(f"{label} threads {threads}", lambda pdl, c=c: v2.build(c, "cuda", pdl),
-                       (threads, d[1], d[2], d[3]))
+    shapes and counts, two more shapes, and decode-sized counts."""
+    cases = masked_cases(((8, 512), (32, 256), (256, 128), (8, 128), (32, 1024)), ((8, 512), (32, 256), (256, 128)))
+    masked_field_sweep(d, cases, LAUNCH_FIELDS.index("block_threads"), "threads", (0, 64, 96, 128, 192, 512))
 
 
 def masked_waves_sweep(d):
     """Masked grids capped at 1, 2, 4 or 64 waves of resident blocks. A capped grid with PDL triggers the
     next launch at its start (KernelArgs::trigger_at_start); an uncapped one after its wait. Session 47's H100
     runs read masked 32 x 256 slower with PDL than without (14.4-14.6 against 12.7-13.3 us); the H200 not."""
-    shapes = [v2.masked_case(e, r) for e, r in ((8, 512), (32, 256), (256, 128))]
-    shapes += [v2.masked_case(e, r, 7) for e, r in ((8, 512), (32, 256))]
-    for c in shapes:
-        label = f"{c['name']} valid rows {int(v2.masked_counts(c).clamp(0, c['rows']).sum())}"
-        for masked_waves in (1, 2, 4, 64):
-            both_modes(f"{label} masked_waves {masked_waves}", lambda pdl, c=c: v2.build(c, "cuda", pdl),
-                       (d[0], d[1], masked_waves, d[3]))
+    cases = masked_cases(((8, 512), (32, 256), (256, 128)), ((8, 512), (32, 256)))
+    masked_field_sweep(d, cases, LAUNCH_FIELDS.index("masked_waves"), "masked_waves", (1, 2, 4, 64))
 
 
 def cluster_sweep(d, cases, clusters):
