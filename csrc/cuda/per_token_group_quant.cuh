@@ -523,6 +523,13 @@ __device__ __forceinline__ TaskInput<SILU> load_task_input(int hidden, const Tas
   return in;
 }
 
+// Where a task's scale goes in output_s, in bytes (quantize_words): its group's float, or with packed UE8M0
+// the int32 word that holds its group's byte (at byte t.g % 4).
+template <ScaleKind SK, typename T, typename Params>
+__device__ __forceinline__ int64_t scale_byte_offset(const Params& p, const Task<T>& t) {
+  return 4 * (t.s_row + (SK == ScaleKind::kPackedUE8M0 ? t.g >> 2 : t.g) * p.s_group_stride);
+}
+
 // SPEC §1 for one group, with the GS/16 threads of a sub-warp (lane = this thread's index in it):
 // w holds this thread's 16 activation values, elements [lane * 8, +8) of the group in w[0..3] and
 // [GS / 2 + lane * 8, +8) in w[4..7]. Codes go to t.dst, the scale to output_s at (t.s_row, t.g). Every
@@ -531,9 +538,11 @@ __device__ __forceinline__ TaskInput<SILU> load_task_input(int hidden, const Tas
 // kWords = 4 (small_call_quant_kernel): GS/8 threads per group, each with the 8 values [lane * 8, +8).
 // Params: QuantParams, or any arguments with its fields output_s, s_group_stride, groups_per_row and eps
 // (the fused op's kernel arguments, read from their own constant line).
-template <typename T, typename R, int GS, ScaleKind SK, int kWords = 8, typename Params>
+// kScaleOffsetGiven: the caller passes scale_byte_offset<SK>(p, t) as `s_offset`, computed where it costs
+// less (the fused kernel: while its row's loads are in flight); otherwise it is computed here.
+template <typename T, typename R, int GS, ScaleKind SK, int kWords = 8, bool kScaleOffsetGiven = false, typename Params>
 __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t, int lane, bool valid,
-                                               const uint32_t (&w)[kWords]) {
+                                               const uint32_t (&w)[kWords], int64_t s_offset = 0) {
   static_assert(kWords == 8 || kWords == 4, "16 or 8 values per thread");
   constexpr int kThreadsPerGroup = GS / (2 * kWords);
   constexpr bool kRoundScale = SK != ScaleKind::kFloat;
@@ -576,14 +585,15 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
   }
 
   if (lane == 0) {
+    if constexpr (!kScaleOffsetGiven) s_offset = scale_byte_offset<SK>(p, t);
+    uint8_t* const slot = static_cast<uint8_t*>(p.output_s) + s_offset;
     if constexpr (SK == ScaleKind::kPackedUE8M0) {
-      uint8_t* word = static_cast<uint8_t*>(p.output_s) + 4 * (t.s_row + (t.g >> 2) * p.s_group_stride);
-      word[t.g & 3] = finite ? static_cast<uint8_t>(e + 127) : kUE8M0NanByte;
+      slot[t.g & 3] = finite ? static_cast<uint8_t>(e + 127) : kUE8M0NanByte;
       if (t.g == p.groups_per_row - 1) {
-        for (int k = (t.g & 3) + 1; k < 4; ++k) word[k] = 0;  // pad bytes of the last word
+        for (int k = (t.g & 3) + 1; k < 4; ++k) slot[k] = 0;  // pad bytes of the last word
       }
     } else {
-      static_cast<float*>(p.output_s)[t.s_row + t.g * p.s_group_stride] = finite ? s : __uint_as_float(kNanBits);
+      *reinterpret_cast<float*>(slot) = finite ? s : __uint_as_float(kNanBits);
     }
   }
 }

@@ -144,6 +144,17 @@ __device__ __forceinline__ uint32_t shared_addr(const void* p) {  // the shared-
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// A float to / from this block's shared memory at a shared-window address (shared_addr), in program order
+// with the barriers around it.
+__device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // The warp sums of a clustered row travel on transaction barriers: every warp writes its sum into every
 // block's shared memory with st.async, which counts its 4 bytes on that block's mbarrier, and a block
 // waits on its own mbarrier only: no cluster-wide barrier per row, and nothing waits for the global
@@ -361,8 +372,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     }
   }
   int parity = 0;
-  auto normed_row_of = [&args](int row) {
-    return args.output_normed ? static_cast<T*>(args.output_normed) + static_cast<int64_t>(row) * args.hidden : nullptr;
+  auto normed_row_at = [&args](int64_t row_elems) {  // output_normed's row that starts at element row_elems
+    return args.output_normed ? static_cast<T*>(args.output_normed) + row_elems : nullptr;
   };
   // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
   // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (a folded
@@ -378,12 +389,39 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     const bool row_valid = row < args.num_rows;
     const T* x_row = input_row_of(row);
     T* res_row = args.residual ? residual_row_of(row) : nullptr;
-    // output_normed's row (second constant line): one-chunk kernels compute it after the reduction, so that
-    // the row's loads wait for the first line only; two-chunk kernels read the second line at their top
+    // One chunk: the stores' offsets (row * H for the codes and output_normed, the scale's byte offset) are
+    // computed between the row's loads and their first use, where they cost nothing while the loads are in
+    // flight, instead of after the reduction, on the row's chain (where, at M=256, every warp of the SM
+    // issues at once: ncu, H100, 437 instructions per warp, 55% of the active cycles issuing). An empty asm
+    // pins them there (the compiler would sink them to their use, past the branches between); offsets
+    // rather than pointers, so that the stores stay global stores (STG: a pinned pointer made them
+    // generic). Their fields sit in the second constant line, read after the loads are issued. Two chunks:
+    // short of registers, they compute them at the stores. Probe, H100, session 49 (benchmark/NOTES.md), µs
+    // without / with PDL, H=7168: M=1 1.890 / 1.441 -> 1.862 / 1.421, M=64 2.666 / 2.237 -> 2.630 / 2.200,
+    // with output_normed M=64 2.839 / 2.390 -> 2.787 / 2.342.
+    constexpr bool kStoresEarly = kChunks == 1;
+    int64_t row_elems = static_cast<int64_t>(row) * args.hidden, s_offset = 0;
+    // A block per row (one chunk, no cluster): the shared-memory addresses of the warp-sum exchange (this
+    // warp's slot, this lane's slot to read) are computed there too, so that the exchange after the
+    // reduction is a store, the barrier and a load (same probe, both changes: H=7168 M=256 3.866 / 3.588
+    // -> 3.835 / 3.546, H=4096 M=256 3.034 / 2.598 -> 2.967 / 2.517). Not in the kStaged kernel, where it
+    // was slower (with output_normed, M=1024: 21.14 -> 21.28 µs with PDL).
+    constexpr bool kSumsEarly = kStoresEarly && !kClustered && !kStaged;
+    uint32_t sum_store = 0, sum_load = 0;
+    // output_normed's row (second constant line): two-chunk kernels read the second line at their top
     // anyway (loop invariants), and computing it here keeps them within 64 registers (after the reduction,
-    // ptxas spilled 16 bytes).
+    // ptxas spilled 16 bytes); one-chunk kernels compute it after the reduction, from the pinned row_elems.
     constexpr bool kNormedRowEarly = kChunks == 2;
-    T* normed_row = kNormedRowEarly ? normed_row_of(row) : nullptr;
+    T* normed_row = kNormedRowEarly ? normed_row_at(row_elems) : nullptr;
+    auto task_of = [&](int k) {  // chunk k's group: where its codes and scale go
+      const int g = (t + k * team) / L;
+      Task<T> task;
+      task.src = nullptr;
+      task.dst = static_cast<uint8_t*>(args.output_q) + row_elems + g * GS;
+      task.s_row = static_cast<int64_t>(row) * args.s_row_stride;
+      task.g = g;
+      return task;
+    };
 
     float z[kChunks][16];
     bool valid[kChunks];
@@ -420,6 +458,15 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         }
       }
       if (cluster > 1 && k == 0) cluster_arrive_relaxed();  // this block has started (see there); once: one pass
+      if constexpr (kStoresEarly) {
+        s_offset = scale_byte_offset<SK>(args, task_of(0));
+        asm volatile("" : "+l"(row_elems), "+l"(s_offset));
+      }
+      if constexpr (kSumsEarly) {
+        sum_store = shared_addr(&warp_sums[parity][0][warp]);
+        sum_load = shared_addr(&warp_sums[parity][0][warp_lane]);
+        asm volatile("" : "+r"(sum_store), "+r"(sum_load));
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t xw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
@@ -460,7 +507,9 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         float* sums = warp_sums[parity][k];
         const int slot = rank * (team / 32) + warp;
         if (cluster == 1) {
-          if (warp_lane == 0) sums[slot] = s;
+          if (warp_lane == 0) {
+            if constexpr (kSumsEarly) st_shared_f32(sum_store, s); else sums[slot] = s;
+          }
           __syncthreads();
         } else {
           cluster_wait();  // every block of the cluster runs: its shared memory exists
@@ -473,7 +522,9 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           s = row_warps <= 8 ? tree_of_warp_sums<8>(sums, row_warps)
               : row_warps <= 16 ? tree_of_warp_sums<16>(sums, row_warps) : tree_of_warp_sums<32>(sums, row_warps);
         } else {
-          s = butterfly_sum(warp_lane < row_warps ? sums[warp_lane] : 0.0f, 1, 32);
+          float v = 0.0f;
+          if (warp_lane < row_warps) v = kSumsEarly ? ld_shared_f32(sum_load) : sums[warp_lane];
+          s = butterfly_sum(v, 1, 32);
         }
       }
       ss = k == 0 ? s : ieee_add(ss, s);
@@ -497,7 +548,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     SGLQ_PROBE_PHASE(2, ss);
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(args.hidden)), args.norm_eps)));
     SGLQ_PROBE_PHASE(3, inv);
-    if constexpr (!kNormedRowEarly) normed_row = normed_row_of(row);
+    if constexpr (!kNormedRowEarly) normed_row = normed_row_at(row_elems);
 
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
@@ -521,13 +572,11 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           *reinterpret_cast<uint4*>(normed_row + offset[k][h]) = make_uint4(n[h * 4], n[h * 4 + 1], n[h * 4 + 2], n[h * 4 + 3]);
         }
       }
-      const int g = (t + k * team) / L;
-      Task<T> task;
-      task.src = nullptr;
-      task.dst = static_cast<uint8_t*>(args.output_q) + static_cast<int64_t>(row) * args.hidden + g * GS;
-      task.s_row = static_cast<int64_t>(row) * args.s_row_stride;
-      task.g = g;
-      quantize_words<T, R, GS, SK>(args, task, lane, valid[k], n);
+      if constexpr (kStoresEarly) {
+        quantize_words<T, R, GS, SK, 8, true>(args, task_of(k), lane, valid[k], n, s_offset);
+      } else {
+        quantize_words<T, R, GS, SK>(args, task_of(k), lane, valid[k], n);
+      }
     }
   }
   SGLQ_PROBE_PHASE(4, 0.0f);
