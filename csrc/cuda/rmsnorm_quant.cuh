@@ -310,6 +310,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   const int num_chunks = args.hidden / kElemsPerThread;
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
+  auto warp_sum_slot = [&] { return rank * (team / 32) + warp; };  // this warp's place in its row's warp sums
   // Warp sums, indexed by the warp's place in the row (rank * team / 32 + warp); two buffers, so that
   // alternate rows of a looping block reuse neither early: a warp writes its sum for row i + 2 into
   // buffer i % 2 only after the barrier of row i + 1, which it reaches after reading row i's.
@@ -463,7 +464,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         asm volatile("" : "+l"(row_elems), "+l"(s_offset));
       }
       if constexpr (kSumsEarly) {
-        sum_store = shared_addr(&warp_sums[parity][0][warp]);
+        sum_store = shared_addr(&warp_sums[parity][0][warp_sum_slot()]);
         sum_load = shared_addr(&warp_sums[parity][0][warp_lane]);
         asm volatile("" : "+r"(sum_store), "+r"(sum_load));
       }
@@ -505,7 +506,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       s = butterfly_sum(s, L, team < 32 ? team : 32);
       if (team > 32 || cluster > 1) {  // one row per block or cluster: combine the row's warps
         float* sums = warp_sums[parity][k];
-        const int slot = rank * (team / 32) + warp;
+        const int slot = warp_sum_slot();
         if (cluster == 1) {
           if (warp_lane == 0) {
             if constexpr (kSumsEarly) st_shared_f32(sum_store, s); else sums[slot] = s;
