@@ -1,4 +1,6 @@
 #!/bin/bash
+# (Archived. The kernel change it measured, on 2dc2af9: h100-2026-12-06-s50-prologue.diff; results:
+# h100-2026-12-06-s50-prologue-ab.txt.)
 # Session 50's device call. A/B of the fused kernel's instruction trims: committed headers (.ab/main)
 # against the working tree ("new": load_pair_if and the prologue's unsigned index math) and its SGLQ_EXP_*
 # switches (same bytes: dump + cmp, check), times (rmsnorm_probe cases, variants alternating, two rounds in
