@@ -14,16 +14,4 @@ for v in $VARS; do [ $v = base ] && continue; n=0; d=0
   echo "dump $v: $n files, $d differ"; /tmp/rp_$v check 2>&1 | tail -1; done | tee $OUT/cmp.txt
 CASES=${CASES:-1:7168,64:7168,256:7168,1024:7168,4096:7168,16384:7168,256:4096}
 for r in ${ROUNDS:-1}; do for v in $VARS; do /tmp/rp_$v cases $CASES 0 0 0,1 | sed "s/^/$v /" ; done; done > $OUT/ab.txt 2>&1
-python3 - $OUT/ab.txt $VARS <<'PY' | tee $OUT/ab_summary.txt
-import sys,collections,statistics
-vs=sys.argv[2:]; d=collections.defaultdict(list)
-for l in open(sys.argv[1]):
-    p=l.split()
-    if len(p)<10 or p[1]!='rms': continue
-    d[((p[2],p[3],'normed' if p[5]=='1' else ''),p[0])].append((float(p[-2]),float(p[-1])))
-keys=sorted({k for k,_ in d}, key=lambda k:(k[1],int(k[0][2:]),k[2]))
-med=lambda xs,i: statistics.median(x[i] for x in xs)
-print(f"{'case':26s} " + " ".join(f"{v:>17s}" for v in vs) + "   (µs no PDL / PDL, medians of the rounds)")
-for k in keys:
-    print(f"{' '.join(k):26s} " + " ".join(f"{med(d[(k,v)],0):8.3f} {med(d[(k,v)],1):8.3f}" for v in vs))
-PY
+python3 scripts/probe/ab_summary.py $OUT/ab.txt $VARS | tee $OUT/ab_summary.txt

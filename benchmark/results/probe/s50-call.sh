@@ -26,19 +26,7 @@ for order in "$VARS" "$REV"; do
   [ $(( $(date +%s) - T0 )) -gt ${AB_SECONDS:-0} ] && { echo "time: one order only"; break; }
 done > $OUT/ab.txt 2>&1
 echo "timed at $(( $(date +%s) - T0 )) s"
-python3 - $OUT/ab.txt $VARS <<'PY' | tee $OUT/ab_summary.txt
-import sys,collections,statistics
-vs=sys.argv[2:]; d=collections.defaultdict(list)
-for l in open(sys.argv[1]):
-    p=l.split()
-    if len(p)<10 or p[1]!='rms': continue
-    d[((p[2],p[3],'normed' if p[5]=='1' else ''),p[0])].append((float(p[-2]),float(p[-1])))
-keys=sorted({k for k,_ in d}, key=lambda k:(k[1],int(k[0][2:]),k[2]))
-med=lambda xs,i: statistics.median(x[i] for x in xs)
-print(f"{'case':22s} " + " ".join(f"{v:>15s}" for v in vs) + "   (µs no PDL / PDL, medians of the rounds)")
-for k in keys:
-    print(f"{' '.join(k):22s} " + " ".join(f"{med(d[(k,v)],0):7.3f} {med(d[(k,v)],1):7.3f}" for v in vs))
-PY
+python3 scripts/probe/ab_summary.py $OUT/ab.txt $VARS | tee $OUT/ab_summary.txt
 echo "done at $(( $(date +%s) - T0 )) s"
 [ -n "${AB_ONLY:-}" ] || STEPS="build tests sanitizer redo bench" BENCHES=rms TEST_WORKERS=12 BENCH_ARGS="--quick --no-baselines" \
   OUT=$OUT/gc timeout $(( ${LIMIT:-585} - ($(date +%s) - T0) )) scripts/gpu/gpu_check.sh
