@@ -3,7 +3,7 @@
 # the working tree against REF on the device machine (which gets the tree without .git): the probe
 # built with -IDIR finds REF's headers before the working tree's.
 #   scripts/probe/headers_of.sh main .ab/main      # here; then, on the device (carry [".ab"]):
-#   VARIANTS="-I.ab/main base" MODES="nopdl quick" OUT=$OUT scripts/probe/probe_run.sh
+#   VARIANTS="-I.ab/main base" MODES="nopdl; quick" OUT=$OUT scripts/probe/probe_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ref=$1 dir=$2
