@@ -10,6 +10,7 @@
 #   STEPS="build tests bench" TEST_FILES="test_golden" BENCH_ARGS="--quick" scripts/gpu/gpu_check.sh
 #   STEPS="wheel tests bench" BENCHES=rms ...   # only the fused op's benchmark
 #   STEPS="build ncu" NCU_CASE=masked scripts/gpu/gpu_check.sh
+#   PACK_OUTPUTS=1 OUT=$OUT/gc scripts/gpu/gpu_check.sh   # two files back (summary.txt, outputs.tgz): room for others
 # Step "wheel" instead of "build": `pip install --no-deps` of the given wheel (e.g. the one `make wheel`
 # made on a machine without a GPU, with another Python and torch: the stable ABI's promise) into a
 # folder of its own; every later step then imports sgl_quant from there, running from a copy of tests/
@@ -142,9 +143,17 @@ failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log
   if [[ -f "$OUT/host/host_overhead.txt" ]]; then echo "== bench host"; cat "$OUT/host/host_overhead.txt"; fi
 } | tee -a "$OUT/summary.txt"
 # At most 8 files come back from the device machine: the logs (and the host benchmark's files, whose table
-# is in the summary) travel as one archive.
-logs=$(cd "$OUT" && ls -d *.log *.xml host 2>/dev/null)
-[[ -n $logs ]] && (cd "$OUT" && tar czf logs.tgz $logs && rm -rf $logs)
+# is in the summary) travel as one archive, logs.tgz. That leaves summary.txt, logs.tgz and the two
+# benchmarks' JSON, plot and table: 8 already, so a call that writes files of its own beside this OUT (an
+# A/B's logs) loses some (session 51). PACK_OUTPUTS=1: everything but summary.txt in one archive,
+# outputs.tgz (unpack it here: tar xzf outputs.tgz).
+if [[ -n ${PACK_OUTPUTS:-} ]]; then
+  files=$(cd "$OUT" && ls -A | grep -vx summary.txt)
+  [[ -n $files ]] && (cd "$OUT" && tar czf outputs.tgz $files && rm -rf $files)
+else
+  logs=$(cd "$OUT" && ls -d *.log *.xml host 2>/dev/null)
+  [[ -n $logs ]] && (cd "$OUT" && tar czf logs.tgz $logs && rm -rf $logs)
+fi
 # Exit status: 1 when a step, a test file or a sanitizer run failed (the summary says which), else 0.
 if printf '%s\n' "${summary[@]}" | grep -qE 'rc=[1-9]' || [[ -n $failures ]]; then exit 1; fi
 exit 0
