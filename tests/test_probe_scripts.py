@@ -14,12 +14,17 @@ if not SCRIPT.is_file():
                 allow_module_level=True)
 
 
-def summary(tmp_path, lines, *builds):
-    """The header and, per problem, the printed numbers of a log of two builds' `rms` lines."""
+def run_summary(tmp_path, lines, *builds):
+    """ab_summary.py's output lines for a log of these lines."""
     log = tmp_path / "ab.txt"
     log.write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, str(SCRIPT), str(log), *builds], check=True, capture_output=True, text=True)
-    header, *rows = out.stdout.splitlines()
+    return out.stdout.splitlines()
+
+
+def summary(tmp_path, lines, *builds):
+    """The header and, per problem, the printed numbers of a log of two builds' `rms` lines."""
+    header, *rows = run_summary(tmp_path, lines, *builds)
     return header, {" ".join(row.split()[:-4]): row.split()[-4:] for row in rows}
 
 
@@ -63,10 +68,7 @@ def test_latency_probe_pass_lines_median_and_half_spread(tmp_path):
              "base r1 pass 1 M1 H4096                    1.500",
              "-I.ab/main r1 pass 0 M1 H4096                    1.250",
              "== medians: not a probe line"]
-    log = tmp_path / "lat.txt"
-    log.write_text("\n".join(lines) + "\n")
-    out = subprocess.run([sys.executable, str(SCRIPT), str(log)], check=True, capture_output=True, text=True).stdout
-    header, row = out.splitlines()
+    header, row = run_summary(tmp_path, lines)
     assert header.split()[1:3] == ["-I.ab/main", "base"]
     # -I.ab/main: 1.2, 1.3, 1.25 -> 1.25 ± 0.05; base: 1.0, 1.1, 1.5 -> 1.1 ± 0.25
     assert row.split() == ["M1", "H4096", "1.250", "±0.050", "1.100", "±0.250"]

@@ -148,12 +148,11 @@ failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log
 # A/B's logs) loses some (session 51). PACK_OUTPUTS=1: everything but summary.txt in one archive,
 # outputs.tgz (unpack it here: tar xzf outputs.tgz).
 if [[ -n ${PACK_OUTPUTS:-} ]]; then
-  files=$(cd "$OUT" && ls -A | grep -vx summary.txt)
-  [[ -n $files ]] && (cd "$OUT" && tar czf outputs.tgz $files && rm -rf $files)
+  archive=outputs.tgz packed=$(cd "$OUT" && ls -A | grep -vx summary.txt)
 else
-  logs=$(cd "$OUT" && ls -d *.log *.xml host 2>/dev/null)
-  [[ -n $logs ]] && (cd "$OUT" && tar czf logs.tgz $logs && rm -rf $logs)
+  archive=logs.tgz packed=$(cd "$OUT" && ls -d *.log *.xml host 2>/dev/null)
 fi
+[[ -n $packed ]] && (cd "$OUT" && tar czf "$archive" $packed && rm -rf $packed)
 # Exit status: 1 when a step, a test file or a sanitizer run failed (the summary says which), else 0.
 if printf '%s\n' "${summary[@]}" | grep -qE 'rc=[1-9]' || [[ -n $failures ]]; then exit 1; fi
 exit 0

@@ -38,7 +38,7 @@ def parse(line):
             words += middle
         try:
             return p[0], "rms", " ".join(words), (float(p[-2]), float(p[-1]))
-        except ValueError:  # a header line
+        except ValueError:  # a mode whose last two columns are not times (e.g. `table`'s roofline)
             return None
     return None
 

@@ -63,10 +63,11 @@ if [[ -n "${NCU_PROBLEMS:-}${NCU_RUN:-}" ]]; then
   metrics=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,sm__inst_executed.sum
   metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum
   for pipe in xu alu fma lsu; do metrics+=,sm__inst_executed_pipe_$pipe.avg.pct_of_peak_sustained_active; done
+  read -r -a run <<<"${NCU_RUN:-ncu $NCU_PROBLEMS}"  # the probe's command line under ncu
   for i in 0 1; do
     [[ -x /tmp/probe_$i ]] || continue
-    "$NCU" "${args[@]}" --metrics "$metrics" "/tmp/probe_$i" ${NCU_RUN:-ncu $NCU_PROBLEMS} >"$OUT/ncu_$i.txt" 2>&1 ||
-      { echo "ncu with metrics failed, retrying without"; "$NCU" "${args[@]}" "/tmp/probe_$i" ${NCU_RUN:-ncu $NCU_PROBLEMS} >"$OUT/ncu_$i.txt" 2>&1; }
+    "$NCU" "${args[@]}" --metrics "$metrics" "/tmp/probe_$i" "${run[@]}" >"$OUT/ncu_$i.txt" 2>&1 ||
+      { echo "ncu with metrics failed, retrying without"; "$NCU" "${args[@]}" "/tmp/probe_$i" "${run[@]}" >"$OUT/ncu_$i.txt" 2>&1; }
     grep -E "^  void|Duration|DRAM Throughput|dram__bytes|lts__t_sector_hit|pipe_|Issue Slots|Achieved Occupancy|inst_executed.sum" \
       "$OUT/ncu_$i.txt" | head -150
   done
