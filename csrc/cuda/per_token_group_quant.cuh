@@ -403,6 +403,15 @@ __device__ __forceinline__ void pdl_wait_for_producer_after(const Task<T>& t) {
                : "memory");
 #endif
 }
+// The same after two addresses (the fused op's vectors of x and of the residual): the predicate reads
+// both, `a != 0 || b != 1`, always true (`a` is an input pointer plus an offset, `b` an even address).
+__device__ __forceinline__ void pdl_wait_for_producer_after(const void* a, const void* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("{\n .reg .pred p, q;\n setp.ne.u64 p, %0, 0;\n setp.ne.u64 q, %1, 1;\n or.pred p, p, q;\n"
+               " @p griddepcontrol.wait;\n}" ::"l"(a), "l"(b)
+               : "memory");
+#endif
+}
 
 // Masked layout: valid row `row_index` belongs to the largest expert e with prefix[e] <= row_index.
 template <typename T, int GS>

@@ -289,12 +289,15 @@ enum class RmsNormSchedule : int {
   kStaged,
 };
 
-template <typename T, typename R, int GS, ScaleKind SK, RmsNormSchedule S>
+// WAIT_AT_ROW (one-chunk kernels from global memory: kOnePass, kPrefetch, kClustered; the launcher's choice
+// for PDL launches): the PDL wait comes at the row's loads instead of the kernel's top (see there).
+template <typename T, typename R, int GS, ScaleKind SK, RmsNormSchedule S, bool WAIT_AT_ROW = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   constexpr int kChunks = S == RmsNormSchedule::kTwoChunks ? 2 : 1;  // chunks per thread
   constexpr bool kPrefetch = S == RmsNormSchedule::kPrefetch;
   constexpr bool kClustered = S == RmsNormSchedule::kClustered;
   constexpr bool kStaged = S == RmsNormSchedule::kStaged;
+  static_assert(!WAIT_AT_ROW || (kChunks == 1 && !kStaged), "a row wait needs one pass over the row from global memory");
   constexpr int L = GS / kElemsPerThread;
   const int team = args.team;
   const int team_log2 = args.team_log2();
@@ -352,8 +355,15 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     }
     __syncthreads();
   }
-  pdl_wait_for_producer();  // input and residual may come from the previous kernel
-  pdl_allow_dependents();
+  // Input and residual may come from the previous kernel: the PDL wait comes before their loads. Here, at
+  // the top, unless WAIT_AT_ROW: then at the row, once its addresses are known, so that with PDL the index
+  // math and the arguments' constant loads overlap the producer's end (v2's pdl_wait_for_producer_after).
+  // Launches without PDL keep it here, where it costs nothing: at the row it lengthened their path to the
+  // first load (probe, H100, session 52, µs without PDL, H=7168: M=64 2.65 -> 2.71, M=256 3.84 -> 3.94).
+  if constexpr (!WAIT_AT_ROW) {
+    pdl_wait_for_producer();
+    pdl_allow_dependents();
+  }
   // kStaged: the block's first rows into its stages (rows blockIdx.x + s * gridDim.x), then this thread's
   // weight vectors, read once (its chunk is the same in every row; like the rows, after the PDL wait).
   int stage = 0;
@@ -442,6 +452,10 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       uint4 xv[2] = {}, rv[2] = {};
       wv[k][0] = wv[k][1] = make_uint4(0, 0, 0, 0);
       if constexpr (kStaged) mbar_wait_parity(&stage_bars[stage], stage_parity);
+      if constexpr (WAIT_AT_ROW) {  // (every block waits: one-chunk grids have no block past the last row)
+        pdl_wait_for_producer_after(x_row + offset[k][0], res_row + offset[k][0]);
+        pdl_allow_dependents();
+      }
       if (valid[k]) {
         const T* x_src = x_row;
         const T* r_src = res_row;
@@ -721,9 +735,14 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.prefetch_rows = 0;
   args.stages = 0;
   if constexpr (CHUNKS == 1) {
+    // PDL launches of one-chunk kernels from global memory wait for the producer at the row (WAIT_AT_ROW).
+    // Probe, H100, session 52 (benchmark/NOTES.md), µs with PDL, wait at the top -> at the row, H=7168: M=1
+    // 1.44 -> 1.39, M=64 2.23 -> 2.12, M=256 3.57 -> 3.51, M=4096 70.92 -> 70.80; H=4096 M=64 1.95 -> 1.91.
+    const auto row_waiting = [&opt](auto at_top, auto at_row) { return opt.pdl ? at_row : at_top; };
     if (cluster > 1) {
-      return launch_kernel(rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kClustered>, grid, threads, 0, opt, args,
-                           cluster);
+      return launch_kernel(row_waiting(rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kClustered, false>,
+                                       rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kClustered, true>),
+                           grid, threads, 0, opt, args, cluster);
     }
     if (opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
       bool launched = false;
@@ -739,11 +758,14 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
       const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
       if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
         args.prefetch_rows = static_cast<int32_t>(resident);
-        return launch_kernel(prefetching, grid, threads, 0, opt, args);
+        return launch_kernel(row_waiting(prefetching, rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch, true>),
+                             grid, threads, 0, opt, args);
       }
     }
+    return launch_kernel(row_waiting(kernel, rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kOnePass, true>), grid,
+                         threads, 0, opt, args);  // one block per row group (cluster == 1)
   }
-  return launch_kernel(kernel, grid, threads, 0, opt, args);  // one block per row group (cluster == 1)
+  return launch_kernel(kernel, grid, threads, 0, opt, args);
 }
 
 // Chunks per thread. Two where one block cannot hold the row (H > 16384), and for 8192 < H <= 16384 from

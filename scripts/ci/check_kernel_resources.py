@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
 # kernels per instantiation file: v2 dense, v2 masked, RMSNorm
-KERNELS_PER_FILE = {"dense": 24, "masked": 24, "rmsnorm": 60}
+KERNELS_PER_FILE = {"dense": 24, "masked": 24, "rmsnorm": 96}
 # rmsnorm_quant.cuh's RmsNormSchedule, by value
 RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged"]
 # and in each v2 file the kernels for launches without PDL (dense_no_pdl_kernel, masked_no_pdl_kernel)
@@ -169,7 +169,8 @@ def main(argv=None):
         kernels = [r for r in rows if family in r[0]]
         # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file, each of them
         # also as the layout's no-PDL kernel;
-        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x 5 schedules (RMSNORM_SCHEDULES)
+        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x 8 kernels: 5 schedules (RMSNORM_SCHEDULES), and
+        # the three one-chunk schedules from global memory again with WAIT_AT_ROW (for PDL launches)
         expected = KERNELS_PER_FILE[layout]
         if len(kernels) != expected:
             errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected {expected}")
@@ -190,9 +191,9 @@ def main(argv=None):
             if "small_call_quant_kernel" in name:
                 key, bound = (arch, "plain small-call", "dense"), MAX_REGISTERS[False]
             elif family == "rmsnorm_quant_kernel":
-                # template argument S (RmsNormSchedule, in the order of its declaration)
-                schedule = int(re.search(r"RmsNormScheduleE(\d)EEEvNS_", name).group(1))
-                kind = f"RMSNorm {RMSNORM_SCHEDULES[schedule]}"
+                # template arguments S (RmsNormSchedule, in the order of its declaration) and WAIT_AT_ROW
+                flags = re.search(r"RmsNormScheduleE(\d)ELb([01])EEEvNS_", name)
+                kind = f"RMSNorm {RMSNORM_SCHEDULES[int(flags.group(1))]}" + (", row wait" if flags.group(2) == "1" else "")
                 key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
             elif no_pdl:
                 silu = re.search(r"ELb([01])EEEvNS_9NoPdlArgs", name).group(1) == "1"  # template argument SILU
@@ -220,7 +221,7 @@ def main(argv=None):
             for address, text in read_only[:2]:
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
     for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
-        print(f"sm_{arch} {kind:>29} {layout:>6}: at most {regs} registers (bound {bound})")
+        print(f"sm_{arch} {kind:>35} {layout:>6}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
                   f": {len(sources)} files x {len(archs)} archs, "
                   f"{KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} + {NO_PDL_KERNELS_PER_FILE} (v2 dense, "
