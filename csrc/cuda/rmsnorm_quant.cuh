@@ -679,6 +679,15 @@ cudaError_t launch_rmsnorm_quant_staged(RmsNormKernelArgs args, int64_t num_rows
   return launch_kernel(staged, grid, threads, smem, opt, args);
 }
 
+// The one-chunk kernel of schedule S (kOnePass, kPrefetch, kClustered: from global memory) for a launch
+// with or without PDL: PDL launches wait for the producer at the row (WAIT_AT_ROW). Probe, H100, session
+// 52 (benchmark/NOTES.md), µs with PDL, wait at the top -> at the row, H=7168: M=1 1.44 -> 1.39, M=64
+// 2.23 -> 2.12, M=256 3.57 -> 3.51, M=4096 70.92 -> 70.80; H=4096 M=64 1.95 -> 1.91.
+template <typename T, typename R, int GS, ScaleKind SK, RmsNormSchedule S>
+auto one_chunk_kernel(bool pdl) {
+  return pdl ? rmsnorm_quant_kernel<T, R, GS, SK, S, true> : rmsnorm_quant_kernel<T, R, GS, SK, S, false>;
+}
+
 // Launch shape and arguments of one call with CHUNKS chunks per thread (1 for H <= 16384 = 16 *
 // kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS.
 template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
@@ -735,20 +744,17 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.prefetch_rows = 0;
   args.stages = 0;
   if constexpr (CHUNKS == 1) {
-    // PDL launches of one-chunk kernels from global memory wait for the producer at the row (WAIT_AT_ROW).
-    // Probe, H100, session 52 (benchmark/NOTES.md), µs with PDL, wait at the top -> at the row, H=7168: M=1
-    // 1.44 -> 1.39, M=64 2.23 -> 2.12, M=256 3.57 -> 3.51, M=4096 70.92 -> 70.80; H=4096 M=64 1.95 -> 1.91.
-    const auto row_waiting = [&opt](auto at_top, auto at_row) { return opt.pdl ? at_row : at_top; };
     if (cluster > 1) {
-      return launch_kernel(row_waiting(rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kClustered, false>,
-                                       rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kClustered, true>),
-                           grid, threads, 0, opt, args, cluster);
+      return launch_kernel(one_chunk_kernel<T, R, GS, SK, RmsNormSchedule::kClustered>(opt.pdl), grid, threads, 0,
+                           opt, args, cluster);
     }
     if (opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
       bool launched = false;
       const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS, SK>(args, num_rows, threads, opt, launched);
       if (err != cudaSuccess || launched) return err;
     }
+    // (occupancy of the form without PDL; the row-wait form gets the same register allocation: sm_90a 52 / 52,
+    // sm_100a 53 / 50 registers, both 56 allocated)
     constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch>;
     if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
@@ -758,12 +764,12 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
       const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
       if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
         args.prefetch_rows = static_cast<int32_t>(resident);
-        return launch_kernel(row_waiting(prefetching, rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch, true>),
-                             grid, threads, 0, opt, args);
+        return launch_kernel(one_chunk_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch>(opt.pdl), grid, threads, 0, opt,
+                             args);
       }
     }
-    return launch_kernel(row_waiting(kernel, rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kOnePass, true>), grid,
-                         threads, 0, opt, args);  // one block per row group (cluster == 1)
+    // one block per row group (cluster == 1)
+    return launch_kernel(one_chunk_kernel<T, R, GS, SK, RmsNormSchedule::kOnePass>(opt.pdl), grid, threads, 0, opt, args);
   }
   return launch_kernel(kernel, grid, threads, 0, opt, args);
 }
