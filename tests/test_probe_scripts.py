@@ -1,6 +1,6 @@
 """scripts/probe/ab_summary.py, the table of every probe A/B (scripts/probe/probe_run.sh): which lines it
-reads and the medians it prints, from logs in the probes' two formats. Needs the source tree: skipped in a
-copy of the tests run against an installed wheel."""
+reads and the medians it prints, from logs in the probes' two formats; and scripts/gpu/gpu_check.sh's
+REQUIRE_GPU gate. Needs the source tree: skipped in a copy of the tests run against an installed wheel."""
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +72,14 @@ def test_latency_probe_pass_lines_median_and_half_spread(tmp_path):
     assert header.split()[1:3] == ["-I.ab/main", "base"]
     # -I.ab/main: 1.2, 1.3, 1.25 -> 1.25 ± 0.05; base: 1.0, 1.1, 1.5 -> 1.1 ± 0.25
     assert row.split() == ["M1", "H4096", "1.250", "±0.050", "1.100", "±0.250"]
+
+
+def test_gpu_check_runs_nothing_on_another_gpu(tmp_path):
+    """REQUIRE_GPU names a GPU this machine has not (none here; an H100 or H200 on the device): the check
+    exits 3 before its first step, and says why in its summary."""
+    out = tmp_path / "gc"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OUT": str(out), "REQUIRE_GPU": "no-such-gpu", "STEPS": "build"}
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu" / "gpu_check.sh")], env=env, capture_output=True, text=True)
+    assert run.returncode == 3, run
+    assert "not no-such-gpu (REQUIRE_GPU): nothing run" in (out / "summary.txt").read_text()
+    assert not (out / "build.log").exists()

@@ -11,6 +11,7 @@
 #   STEPS="wheel tests bench" BENCHES=rms ...   # only the fused op's benchmark
 #   STEPS="build ncu" NCU_CASE=masked scripts/gpu/gpu_check.sh
 #   PACK_OUTPUTS=1 OUT=$OUT/gc scripts/gpu/gpu_check.sh   # two files back (summary.txt, outputs.tgz): room for others
+#   REQUIRE_GPU=H200 scripts/gpu/gpu_check.sh   # exits 3 at once on any other GPU
 # Step "wheel" instead of "build": `pip install --no-deps` of the given wheel (e.g. the one `make wheel`
 # made on a machine without a GPU, with another Python and torch: the stable ABI's promise) into a
 # folder of its own; every later step then imports sgl_quant from there, running from a copy of tests/
@@ -44,6 +45,13 @@ step() {  # step NAME TIMEOUT LOG CMD...
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >"$OUT/summary.txt" 2>&1
+# REQUIRE_GPU=H200: run nothing unless the GPU's name contains it (a call that asks for an H200 may get an
+# H100; this way such a call costs only the machine's start, and the check waits for a later one).
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+if [[ -n ${REQUIRE_GPU:-} && $gpu_name != *"$REQUIRE_GPU"* ]]; then
+  echo "GPU is '${gpu_name:-none}', not $REQUIRE_GPU (REQUIRE_GPU): nothing run" | tee -a "$OUT/summary.txt"
+  exit 3
+fi
 
 WORK=$ROOT  # where python runs: the tree (editable build), or a folder outside it (wheel)
 if [[ " $STEPS " == *" build "* ]]; then
