@@ -46,8 +46,9 @@ step() {  # step NAME TIMEOUT LOG CMD...
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >"$OUT/summary.txt" 2>&1
 # REQUIRE_GPU=H200: run nothing unless the GPU's name contains it (a call that asks for an H200 may get an
-# H100; this way such a call costs only the machine's start, and the check waits for a later one).
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+# H100; this way such a call costs only the machine's start, and the check waits for a later one). The name
+# is the first field of the query's first row, under its header (no row: no nvidia-smi, no GPU).
+gpu_name=$(awk -F', ' 'NR == 2 && /,/ { print $1 }' "$OUT/summary.txt")
 if [[ -n ${REQUIRE_GPU:-} && $gpu_name != *"$REQUIRE_GPU"* ]]; then
   echo "GPU is '${gpu_name:-none}', not $REQUIRE_GPU (REQUIRE_GPU): nothing run" | tee -a "$OUT/summary.txt"
   exit 3
