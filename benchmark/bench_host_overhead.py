@@ -5,8 +5,8 @@ Every case runs at M=1 (H=7168 on a GPU: the kernels take ~2 µs, less than the 
 launch queue never fills and the wall time of a loop of calls is the host's time). After 300 warm-up calls
 of every case, ``--reps`` rounds each time one loop of ``--calls`` back-to-back calls of every case in turn,
 each loop between two device synchronizations; per case the median loop gives µs per call, the fastest loop
-the column "min". Rounds rather than one case's loops back to back: a host whose speed drifts (on the H100
-machine of session 46 one op took 8.0 to 12.7 µs per call from run to run) then shifts every case alike.
+the column "min". Rounds rather than one case's loops back to back: a host whose speed drifts (on one H100
+machine one op took 8.0 to 12.7 µs per call from run to run) then shifts every case alike.
 On a machine without a GPU the CPU implementation is timed at H=128 (its host path, plus a few hundred
 nanoseconds of work).
 

@@ -1,16 +1,14 @@
-"""sgl_quant benchmark: CUDA-graph replay timing (median) of the kernels against side-by-side
-baselines measured in the same process: device-to-device copy bandwidth, a torch.compile'd pure-torch
-quantizer and a Triton kernel written for this benchmark. Reference-kernel (sgl-kernel) numbers are
-not measurable here; the SPEC §5 anchors are printed beside ours, marked as such.
+"""sgl_quant benchmark of the per-token-group ops: CUDA-graph replay timing (median) of the kernels, without
+and with PDL, against what can run side by side in one process: the copy bandwidth (the roofline), a
+torch.compile'd pure-torch quantizer and a Triton kernel written for this benchmark. The reference kernel
+(sgl-kernel's v2) cannot be built here: its fixed points for this GPU model (benchmark/reference_points.py)
+stand beside ours, and each row with a docs/spec.md §5 target says whether it is met.
 
-Each row: time (µs), achieved TB/s (minimum bytes / time), % of roofline (minimum bytes / measured
-copy bandwidth / time) and ratios to the baselines. Writes a table (stdout and bench.txt), bench.json
-and bench.png (time and % roofline vs M). Without a GPU it times the CPU implementation instead.
+Each row: time (µs), achieved TB/s (minimum bytes / time), % of roofline (minimum bytes / measured copy
+bandwidth / time) and ratios to the baselines. Writes a table (stdout and bench.txt), bench.json and
+bench.png (time and % roofline vs M). Without a GPU it times the CPU implementation instead.
 
     python benchmark/bench_per_token_group_quant.py [--quick] [--out DIR] [--no-baselines] [--runs N]
-
---runs N times each of our cases N times (each its own graph) and reports the median: machines are
-noisy, and issue 13's comparison with the fixed no-PDL reference points asks for a median of three.
 """
 import argparse
 import json
@@ -22,45 +20,10 @@ from pathlib import Path
 import torch
 
 import sgl_quant
+from reference_points import V2_REFERENCE_US, gpu_model
 from sgl_quant.testing import launch_config, make_input, make_masked_m
 
 FP8 = torch.float8_e4m3fn
-# SPEC §5 anchors (one H200, 2026-11-29): sgl-kernel AOT v2 reference kernel, µs. Not measured here.
-SPEC_REFERENCE_US = {
-    "dense-M1-H4096-col_f32": 1.28, "dense-M64-H7168-col_f32": 1.79, "dense-M256-H7168-col_f32": 2.46,
-    "dense-M1024-H4096-col_f32": 3.71, "dense-M4096-H4096-col_f32": 13.62, "dense-M16384-H7168-col_f32": 84.7,
-    "masked-silu-E256x128-H2048-col_ue8m0": 318.0, "masked-silu-E32x256-H2048-col_ue8m0": 40.7,
-    "masked-silu-E8x512-H2048-col_ue8m0": 10.8, "dsv4-T1-G8-D4096": 4.86, "dsv4-T4096-G8-D4096": 107.9,
-    "chain10-pdl-M1-H4096": 10.4, "chain10-nopdl-M1-H4096": 13.25,
-}
-# Issue 13 (2026-11-30, commit 45f5afc): the reference kernel built as SPEC §5 says, timed in the same
-# process on one H200, launched WITHOUT PDL; fixed points (not measured here) for the no-PDL column.
-# DSV4 T=1: the reference's plain quant of the same data. Masked 8 x 512: target >= 80% of roofline.
-NO_PDL_REFERENCE_US = {
-    "dense-M1-H4096-col_f32": 1.29, "dense-M8-H4096-col_f32": 1.33, "dense-M1-H7168-col_f32": 1.33,
-    "dense-M8-H7168-col_f32": 1.37, "dense-M64-H4096-col_ue8m0": 1.63, "dense-M64-H7168-col_ue8m0": 1.74,
-    "dense-M256-H7168-col_ue8m0": 2.37, "dense-M4096-H4096-col_ue8m0": 12.66, "dsv4-T1-G8-D4096": 1.35,
-    "chain10-nopdl-M1-H4096": 13.03, "masked-silu-E8x512-H2048-col_ue8m0": 10.79,
-}
-SPEC_TARGET_US = {
-    "dense-M1-H4096-col_f32": 1.15, "dense-M64-H7168-col_f32": 1.6, "dense-M256-H7168-col_f32": 2.1,
-    "dense-M1024-H4096-col_f32": 3.5, "dense-M4096-H4096-col_f32": 12.7, "masked-silu-E256x128-H2048-col_ue8m0": 48.0,
-    "masked-silu-E32x256-H2048-col_ue8m0": 13.0, "masked-silu-E8x512-H2048-col_ue8m0": 4.5,
-    "dsv4-T1-G8-D4096": 1.4, "dsv4-T4096-G8-D4096": 97.0, "chain10-pdl-M1-H4096": 10.0,
-}
-# Every anchor, fixed point and target above (and the fused op's in bench_rmsnorm_quant.py) is an H200's:
-# ratios and verdicts against them are drawn only where the benchmark runs on one. On another GPU (an H100's
-# HBM3 copies ~30% slower) the table still shows them, without a verdict.
-ANCHOR_GPU = "H200"
-
-
-def anchors_apply(device):
-    return ANCHOR_GPU in device
-
-
-OTHER_GPU_NOTE = (f"this GPU is not an {ANCHOR_GPU}: no ratio or verdict against the {ANCHOR_GPU}'s anchors and "
-                  "targets (their columns for reference only)")
-
 
 LAYOUTS = {  # name -> (column_major_scales, scale_tma_aligned, scale_ue8m0)
     "row_f32": (False, False, False), "col_f32": (True, True, False), "row_ue8m0": (False, False, True),
@@ -96,7 +59,7 @@ def cases(quick):
     for extra in ((256, 7168), (4096, 4096), (8, 4096), (8, 7168)):
         if not any(c["m"] == extra[0] and c["h"] == extra[1] for c in out):
             out.append(dense_case(*extra))
-    for m, h in ((64, 4096), (64, 7168), (256, 7168), (4096, 4096)):  # issue 13's packed UE8M0 cases
+    for m, h in ((64, 4096), (64, 7168), (256, 7168), (4096, 4096)):  # packed UE8M0 scales (DeepGEMM SM100)
         out.append(dense_case(m, h, "col_ue8m0"))
     layouts_m = (64, 4096) if quick else (1, 64, 1024, 4096, 16384)
     for layout in ("row_f32", "row_ue8m0", "col_ue8m0"):
@@ -117,7 +80,8 @@ def cases(quick):
 
 
 def masked_counts(c, device="cpu"):
-    """The masked case's valid rows per expert: make_masked_m's counts up to c["max_count"] (SPEC §5: seed 3)."""
+    """The masked case's valid rows per expert: make_masked_m's counts up to c["max_count"] (seed 3, as the
+    reference's fixed points were timed)."""
     return make_masked_m(c["e"], c["max_count"], seed=3, device=device)
 
 
@@ -290,12 +254,10 @@ def _time_graph_once_us(fn, calls_per_graph, replays):
 
 
 def settle_graph_state(graphs=4):
-    """Builds, replays and drops a few small CUDA graphs before anything is timed. The first graphs of
-    a torch process replay small launches ~0.17 µs faster without PDL than every later graph (H200,
-    session 9, benchmark/NOTES.md: v2 M=1 1.22 then 1.38 µs); without this the first cases would be
-    timed in that passing state, and which ones would depend on what ran before (e.g. Triton's empty
-    kernel, only where Triton is installed). Checked on the H200 (session 10): the fused op's first
-    M=1 timing in a fresh process reads 2.02 µs without this and 2.19 (as every later one) with it."""
+    """Builds, replays and drops a few small CUDA graphs before anything is timed. The first graphs of a
+    torch process replay small launches faster without PDL than every later graph (v2 M=1: 1.22 then
+    1.38 µs on an H200); without this the first cases would be timed in that passing state, and which ones
+    would depend on what ran before."""
     x = torch.zeros(1, device="cuda")
     for _ in range(graphs):
         _time_graph_once_us(lambda: x.add_(1), 20, replays=1)
@@ -350,22 +312,17 @@ def bench_gpu(quick, baselines, runs=1):
         if baselines and c["kind"] == "dense" and c["layout"] in ("col_f32", "col_ue8m0", "row_f32"):
             col, _, ue8m0 = LAYOUTS[c["layout"]]
             x = make_input((c["m"], 2 * c["h"] if c["silu"] else c["h"]), c["dtype"], seed=1, device="cuda")
-            # torch.compile costs seconds per shape: in --quick mode only for the SPEC §5 headline cases
-            if c["layout"] != "col_ue8m0" and (not quick or c["name"] in SPEC_REFERENCE_US):
+            # torch.compile costs seconds per shape: in --quick mode only for the cases with fixed points
+            if c["layout"] != "col_ue8m0" and (not quick or c["name"] in V2_REFERENCE_US["H100"]):
                 compiled = torch.compile(torch_quant, dynamic=False)
                 r["torch_compile_us"] = time_graph_us(lambda: compiled(x, 128, ue8m0, c["silu"], col))
             if triton_run is not None and c["layout"] != "col_ue8m0":
                 q = torch.empty(c["m"], c["h"], dtype=FP8, device="cuda")
                 s = sgl_quant.create_scale_tensor(q.shape, 128, "cuda", col, col, ue8m0)
                 r["triton_us"] = time_graph_us(lambda: triton_run(x, q, s, c["silu"], ue8m0))
-        if c["name"] in SPEC_REFERENCE_US:
-            r["spec_reference_us"] = SPEC_REFERENCE_US[c["name"]]
-        if c["name"] in NO_PDL_REFERENCE_US:
-            r["nopdl_reference_us"] = NO_PDL_REFERENCE_US[c["name"]]
-        if c["name"] in SPEC_TARGET_US:
-            r["spec_target_us"] = SPEC_TARGET_US[c["name"]]
+        r["ref_us"], r["ref_pdl_us"] = V2_REFERENCE_US.get(gpu_model(dev), {}).get(c["name"], (None, None))
         rows.append(r)
-        print(format_row(r, anchored=anchors_apply(dev)), flush=True)
+        print(format_row(r), flush=True)
     return dict(device=dev, copy_tbs=bw, empty_kernel_us=empty, runs=runs, rows=rows)
 
 
@@ -395,24 +352,21 @@ SWEEP_CONFIGS = [(0, 16), (0, 2), (256, 1), (256, 4), (256, 8), (256, 16), (128,
 
 
 def sweep_launch_shapes():
-    """Time a few cases under several launch shapes (threads per block; waves of resident blocks
-    capping the grid, which since session 11 applies to the masked cases only: dense v2 grids have a
-    block per task group) to choose the defaults."""
-    from sgl_quant import _C
+    """Time a few cases under several launch shapes (threads per block; waves of resident blocks capping
+    the grid, which applies to the masked cases only: dense v2 grids have a block per task group), through
+    the test hook, to check the defaults."""
     picks = [dense_case(1, 4096), dense_case(64, 7168), dense_case(1024, 4096), dense_case(4096, 4096),
              dense_case(16384, 7168), dense_case(16384, 7168, "row_f32")]
     picks += [c for c in cases(True) if c["name"] in ("masked-silu-E256x128-H2048-col_ue8m0",
                                                       "masked-silu-E8x512-H2048-col_ue8m0", "dsv4-T4096-G8-D4096")]
-    default_masked_waves = _C._launch_config()[2]
-    lines = [f"launch-shape sweep (µs; columns: threads x waves; 0 = automatic; waves cap masked grids only, "
-             f"default masked 0x{default_masked_waves})",
+    lines = ["launch-shape sweep (µs; columns: threads x waves; 0 = automatic; waves cap masked grids only)",
              f"{'case':<42}" + "".join(f"{f'{t}x{w}':>9}" for t, w in SWEEP_CONFIGS)]
     print(lines[0] + "\n" + lines[1], flush=True)
     for c in picks:
         fn = build(c, "cuda", False)
         times = []
         for threads, waves in SWEEP_CONFIGS:
-            with launch_config(block_threads=threads, waves=waves, masked_waves=waves):
+            with launch_config(block_threads=threads, waves=waves):
                 times.append(time_graph_us(fn))
         lines.append(f"{c['name']:<42}" + "".join(f"{t:9.2f}" for t in times))
         print(lines[-1], flush=True)
@@ -449,12 +403,11 @@ def bench_cpu(quick):
 # Output
 
 
-COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>9.2f}"), ("nopdl_reference_us", "ref noPDL**", "{:>11.2f}"),
-           ("us_pdl", "µs PDL", "{:>8.2f}"),
+COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>8.2f}"), ("us_pdl", "µs PDL", "{:>8.2f}"),
            ("tbs", "TB/s", "{:>6.2f}"), ("roofline_pct", "%roof", "{:>6.1f}"), ("roofline_pct_pdl", "%roof PDL", "{:>9.1f}"),
+           ("ref_us", "ref µs*", "{:>8.2f}"), ("ref_pdl_us", "ref PDL*", "{:>8.2f}"),
            ("torch_compile_us", "compile µs", "{:>10.2f}"), ("triton_us", "triton µs", "{:>9.2f}"),
-           ("unfused_us", "unfused µs", "{:>10.2f}"), ("plain_v2_us", "plainv2 µs", "{:>10.2f}"),
-           ("spec_reference_us", "ref µs*", "{:>8.2f}"), ("spec_target_us", "target", "{:>7.2f}")]
+           ("unfused_us", "unfused µs", "{:>10.2f}"), ("plain_v2_us", "plainv2 µs", "{:>10.2f}")]
 # The CPU implementation's table (wall clock): none of the GPU columns, the rate per element instead.
 CPU_COLUMNS = [("name", "case", "{:<42}"), ("us", "µs", "{:>10.2f}"), ("ns_per_element", "ns/elem", "{:>8.3f}"),
                ("gbs", "GB/s", "{:>7.2f}")]
@@ -476,23 +429,45 @@ def table_header(columns):
                     for _, title, fmt in columns)
 
 
-def format_row(r, columns=COLUMNS, anchored=True):
-    """Row r with its ratios; anchored: the run's GPU is the anchors' (anchors_apply), else none against them."""
+# docs/spec.md §5's roofline targets: case -> (% of roofline, in both launch modes or with PDL only)
+ROOFLINE_TARGETS = {"dense-M4096-H4096-col_f32": (95, False), "dense-M16384-H7168-col_f32": (97, False),
+                    "masked-silu-E256x128-H2048-col_ue8m0": (80, True), "masked-silu-E32x256-H2048-col_ue8m0": (80, True),
+                    "masked-silu-E8x512-H2048-col_ue8m0": (80, True)}
+
+
+def spec_target(r):
+    """docs/spec.md §5's target for row r as (what, met), or None: latency-bound rows (M <= 256, the chain)
+    no slower than the reference's fixed points of this GPU model in each launch mode timed; the roofline
+    targets (PDL is the wrappers' default); DSV4 at most 1.05x plain v2 on the same bytes."""
+    name = r["name"]
+    if name in ROOFLINE_TARGETS:
+        pct, both = ROOFLINE_TARGETS[name]
+        got = min(r["roofline_pct"], r["roofline_pct_pdl"]) if both else r["roofline_pct_pdl"]
+        return f">= {pct}% roofline", got >= pct
+    if name in ("dsv4-T1-G8-D4096", "dsv4-T4096-G8-D4096") and r.get("plain_v2_us"):
+        return "<= 1.05x plain v2", r["us"] <= 1.05 * r["plain_v2_us"]
+    if (r["kind"] == "chain" or (r["kind"] == "dense" and r["m"] <= 256)) and (r.get("ref_us") or r.get("ref_pdl_us")):
+        pairs = [(r.get(ours), r[ref]) for ours, ref in (("us", "ref_us"), ("us_pdl", "ref_pdl_us")) if r.get(ref)]
+        pairs = [(ours if ours is not None else r["us"], ref) for ours, ref in pairs]  # the chain: one column
+        return "<= reference", all(ours <= ref for ours, ref in pairs)
+    return None
+
+
+def format_row(r, columns=COLUMNS):
+    """Row r with its ratios and its docs/spec.md §5 verdict."""
     ratios = []
-    if anchored and r.get("nopdl_reference_us"):
-        ratios.append(f"noPDL ours/ref={r['us'] / r['nopdl_reference_us']:.3f}")
+    if r.get("ref_us") and r.get("us"):
+        ratios.append(f"ours/ref={r['us'] / r['ref_us']:.2f}")
+    if r.get("ref_pdl_us") and (r.get("us_pdl") or r["kind"] == "chain"):
+        ratios.append(f"ours/ref PDL={(r.get('us_pdl') or r['us']) / r['ref_pdl_us']:.2f}")
     for key, label in (("torch_compile_us", "compile"), ("triton_us", "triton"), ("unfused_us", "unfused"),
-                       ("plain_v2_us", "plainv2"), ("spec_reference_us", "ref*")):
-        if r.get(key) and (anchored or key != "spec_reference_us"):
+                       ("plain_v2_us", "plainv2")):
+        if r.get(key):
             ratios.append(f"{label}/ours={r[key] / r['us']:.2f}x")
-    if anchored and r.get("spec_target_us"):
-        ratios.append("target " + ("MET" if target_met(r) else "missed"))
+    target = spec_target(r) if columns is COLUMNS else None
+    if target:
+        ratios.append(f"target {target[0]}: {'MET' if target[1] else 'MISSED'}")
     return (table_cells(r, columns) + "  " + " ".join(ratios)).rstrip()
-
-
-def target_met(r):
-    """SPEC §5's rule: a row with a target meets it in either launch mode (the targets are PDL-era anchors)."""
-    return r["us"] <= r["spec_target_us"] or r.get("us_pdl", 1e9) <= r["spec_target_us"]
 
 
 # Calls whose input and outputs take at most half the H200's 50 MiB L2 run from it when replayed (larger
@@ -528,8 +503,8 @@ def plot(result, path):
                 pct = [(r["m"], 100 * r["bytes"] / (result["copy_tbs"] * 1e12) / (r[key] * 1e-6))
                        for r in series if r.get(key)]
                 axes[1].plot(*zip(*pct), ls, color=color, marker="o", label=f"{label}, H={h}")
-        for key, label, color in (("spec_reference_us", "reference (SPEC anchor, PDL)", "C4"),
-                                  ("nopdl_reference_us", "reference, no PDL (issue 13)", "C5")):
+        for key, label, color in (("ref_pdl_us", "reference kernel, PDL (fixed point)", "C4"),
+                                  ("ref_us", "reference kernel, no PDL (fixed point)", "C5")):
             ref = [(r["m"], r[key]) for r in series if r.get(key)]
             if ref:
                 axes[0].plot(*zip(*ref), ls, color=color, marker="x", label=f"{label}, H={h}")
@@ -575,14 +550,10 @@ def main(argv=None):
              + (f", empty kernel {result['empty_kernel_us']:.2f} µs" if result.get("empty_kernel_us") else "")
              + (f", our times: median of {result['runs']} runs" if result.get("runs", 1) > 1 else ""),
              table_header(columns)]
-    anchored = anchors_apply(result["device"])  # (the CPU rows carry no anchors)
-    lines += [format_row(r, columns, anchored) for r in result["rows"]]
+    lines += [format_row(r, columns) for r in result["rows"]]
     if gpu:
-        lines.append("* ref µs: sgl-kernel reference kernel, SPEC §5 anchors (H200, 2026-11-29), not measured in this run")
-        lines.append("** ref noPDL: the reference kernel without PDL, issue 13's fixed points (H200, 2026-11-30), "
-                     "not measured in this run; beside our no-PDL column")
-        if not anchored:
-            lines.append(OTHER_GPU_NOTE)
+        lines.append("* ref: sgl-kernel's v2 (the reference kernel), fixed points of this GPU model "
+                     "(benchmark/reference_points.py), not measured in this run")
     else:
         lines.append("wall clock, median of 5 calls after a warm-up; GB/s: the minimum bytes (input read once, codes "
                      "and scales written once) per second")

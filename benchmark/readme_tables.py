@@ -1,15 +1,13 @@
 """README tables from the benchmarks' JSON results (bench.json of bench_per_token_group_quant.py, rmsnorm.json
-of bench_rmsnorm_quant.py, as archived under benchmark/results/), so that the README shows a run's numbers
+of bench_rmsnorm_quant.py, as kept under benchmark/results/<gpu>/), so that the README shows a run's numbers
 as the run wrote them:
 
-    python benchmark/readme_tables.py benchmark/results/h200-2026-12-05-s46.json \\
-        benchmark/results/h200-2026-12-05-s46-rmsnorm.json
+    python benchmark/readme_tables.py benchmark/results/h100/bench.json benchmark/results/h100/rmsnorm.json
 
-Prints, per file, a line naming the run (date, GPU, copy bandwidth, source file) and a Markdown table:
-µs per call without / with PDL, the share of the copy-bandwidth roofline, the fixed reference points and
-the SPEC's targets with their verdicts (the same rules as the benchmarks' own tables: target_met,
-slower_than_flashinfer). Verdicts and ratios against the anchors only where the run's GPU is the anchors'
-(anchors_apply), as in the benchmarks.
+Prints, per file, a line naming the run (date, GPU, copy bandwidth, source file) and a Markdown table: µs
+per call without / with PDL, the share of the copy-bandwidth roofline, the fixed points of the kernels in
+use today for that GPU model, and docs/spec.md's targets with their verdicts (the benchmarks' own rules:
+spec_target, spec_targets).
 """
 import json
 import re
@@ -45,10 +43,10 @@ def case_label(name):
     return name
 
 
-def target_cell(target, met, anchored, pdl_target=None):
-    """"≤ 2.3 (≤ 1.8) met": the SPEC's target(s), with the verdict only on the anchors' GPU."""
-    cell = f"≤ {target:g}" + (f" (≤ {pdl_target:g})" if pdl_target else "")
-    return cell + ((" met" if met else " **missed**") if anchored else "")
+def verdict_cell(targets):
+    """"≤ reference: met": docs/spec.md's targets of a row with their verdicts."""
+    return "; ".join(f"{what.replace('<=', '≤').replace('>=', '≥')}: {'met' if met else '**missed**'}"
+                     for what, met in targets)
 
 
 def row_order(r):
@@ -60,56 +58,47 @@ def row_order(r):
 
 
 def v2_table(result):
-    anchored = v2_bench.anchors_apply(result["device"])
-    lines = ["| case | no PDL | ref no PDL¹ | ratio | PDL | % roofline (PDL) | ref² | target |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| case | no PDL | ref¹ | PDL | ref PDL¹ | % roofline (PDL) | target |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     rows = {r["name"]: r for r in result["rows"]}
     for r in sorted(result["rows"], key=row_order):
         if r["name"].startswith("chain10-"):
             continue
         label = case_label(r["name"])
-        if r.get("unfused_us"):
-            label += f" (unfused {r['unfused_us']:.2f}, plain v2 {r['plain_v2_us']:.2f})"
-        ref_nopdl = r.get("nopdl_reference_us")
-        ratio = num(r["us"] / ref_nopdl, "{:.2f}") if ref_nopdl and anchored else ""
-        target = target_cell(r["spec_target_us"], v2_bench.target_met(r), anchored) if r.get("spec_target_us") else ""
-        lines.append(f"| {label} | {num(r['us'])} | {num(ref_nopdl)} | {ratio} | {num(r.get('us_pdl'))} | "
-                     f"{num(r.get('roofline_pct_pdl'), '{:.0f}')} | {num(r.get('spec_reference_us'))} | {target} |")
+        if r.get("plain_v2_us"):
+            label += f" (plain v2 {r['plain_v2_us']:.2f}, unfused {r['unfused_us']:.2f})"
+        target = v2_bench.spec_target(r)
+        lines.append(f"| {label} | {num(r['us'])} | {num(r.get('ref_us'))} | {num(r.get('us_pdl'))} | "
+                     f"{num(r.get('ref_pdl_us'))} | {num(r.get('roofline_pct_pdl'), '{:.0f}')} | "
+                     f"{verdict_cell([target] if target else [])} |")
     pdl, nopdl = rows.get("chain10-pdl-M1-H4096"), rows.get("chain10-nopdl-M1-H4096")
     if pdl and nopdl:  # one row: the chain's time in each mode (each a row of its own in the benchmark)
-        ratio = num(nopdl["us"] / nopdl["nopdl_reference_us"], "{:.2f}") if anchored else ""
-        target = target_cell(pdl["spec_target_us"], v2_bench.target_met(pdl), anchored)
+        targets = [t for t in (v2_bench.spec_target(nopdl), v2_bench.spec_target(pdl)) if t]
+        met = [all(ok for _, ok in targets)] if targets else []
         lines.append(f"| 10 chained launches, M=1, H=4096 (µs per chain) | {num(nopdl['us'])} | "
-                     f"{num(nopdl['nopdl_reference_us'])} | {ratio} | {num(pdl['us'])} | | "
-                     f"{num(nopdl['spec_reference_us'])} / {num(pdl['spec_reference_us'])} | {target} (PDL) |")
+                     f"{num(nopdl.get('ref_us'))} | {num(pdl['us'])} | {num(pdl.get('ref_pdl_us'))} | | "
+                     f"{verdict_cell([('≤ reference', met[0])] if met else [])} |")
     lines += [""] + textwrap.wrap(
-        "¹ sgl-kernel's v2 launched without PDL: issue 13's fixed points (H200, 2026-11-30), not measured in this run; "
-        "ratio: ours / it. ² SPEC §5's anchors: the reference kernel (H200, 2026-11-29), not measured in this run (the "
-        "chain: without / with PDL). % roofline: the call's minimum bytes over the run's copy bandwidth; past 100 the "
-        "data is L2-resident.", WIDTH)
-    return lines + ([v2_bench.OTHER_GPU_NOTE] if not anchored else [])
+        "¹ sgl-kernel's v2 (the reference kernel): fixed points of this GPU model (benchmark/reference_points.py), not "
+        "measured in this run. % roofline: the call's minimum bytes over the run's copy bandwidth; past 100 the data "
+        "is L2-resident.", WIDTH)
+    return lines
 
 
 def rms_table(result):
-    anchored = v2_bench.anchors_apply(result["device"])
-    lines = ["| M | H | output_normed | no PDL | PDL | roofline | % roofline (PDL) | FlashInfer fused³ (PDL) | "
-             "vLLM fused³ | target (PDL) |",
+    lines = ["| M | H | output_normed | no PDL | PDL | roofline | % roofline (PDL) | FlashInfer fused² (PDL) | "
+             "vLLM fused² | target |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in result["rows"]:
         fi = num(r.get("flashinfer_us")) + (f" ({r['flashinfer_pdl_us']:.2f})" if r.get("flashinfer_pdl_us") else "")
-        verdict = ""
-        if r.get("target_us"):
-            verdict = target_cell(r["target_us"], rms_bench.target_met(r), anchored, r.get("target_pdl_us"))
-        elif r.get("normed") and r.get("flashinfer_us") and anchored:
-            verdict = "vs FlashInfer: " + ("**slower**" if rms_bench.slower_than_flashinfer(r) else "faster")
         lines.append(f"| {r['m']} | {r['h']} | {'yes' if r['normed'] else ''} | {num(r['us'])} | {num(r['us_pdl'])} | "
                      f"{num(r['roofline_us'])} | {num(r['roofline_pct_pdl'], '{:.1f}')} | {fi} | "
-                     f"{num(r.get('vllm_us'), '{:g}')} | {verdict} |")
+                     f"{num(r.get('vllm_us'), '{:g}')} | {verdict_cell(rms_bench.spec_targets(r))} |")
     lines += [""] + textwrap.wrap(
         "roofline: 7 bytes per element (read x and residual, write residual and codes; 9 with output_normed) plus the "
-        "scales, over the run's copy bandwidth. ³ SPEC §6.5's anchors (H200, 2026-11-30), not measured in this run.",
-        WIDTH)
-    return lines + ([v2_bench.OTHER_GPU_NOTE] if not anchored else [])
+        "scales, over the run's copy bandwidth. ² fixed points of this GPU model (benchmark/reference_points.py; "
+        "FlashInfer's kernel always writes the normed output), not measured in this run.", WIDTH)
+    return lines
 
 
 def render(path):

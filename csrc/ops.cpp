@@ -1,9 +1,9 @@
-// Op schemas (SPEC §3, §6.1) and the small Python module sgl_quant._C (build information, launch
-// shape hooks). The CPU and CUDA implementations register themselves in their own translation units.
+// Op schemas (docs/spec.md §3, §6.1) and the small Python module sgl_quant._C (build information, the
+// launch-shape test hook). The CPU and CUDA implementations register themselves in their own translation units.
 //
 // The module is written against Python's limited C API (abi3), not pybind11: together with the
 // LibTorch stable ABI for the ops, one binary then loads in every CPython >= 3.10 and every torch
-// from the one it targets on (SPEC §7); pybind11 would tie it to one CPython minor version.
+// from the one it targets on (docs/spec.md §7); pybind11 would tie it to one CPython minor version.
 #include <Python.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/headeronly/version.h>
@@ -48,8 +48,8 @@ STABLE_TORCH_LIBRARY(sgl_quant, m) {
 #if defined(SGL_QUANT_WITH_CUDA)
 namespace sgl_quant {
 // csrc/cuda/quant_cuda.cu. Returns an error message, empty when the arguments are valid.
-std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster, int rmsnorm_stages);
-void launch_config(int out[5]);  // the same five, now
+std::string set_launch_config(int block_threads, int waves, int rmsnorm_cluster, int rmsnorm_stages);
+void launch_config(int out[4]);  // the same four, now
 // "" when the build has CUDA code that device `device` runs; else why not (csrc/cuda/kernel_image.h).
 std::string device_kernel_problem(int device);
 const char* built_cuda_archs() { return SGL_QUANT_CUDA_ARCHS; }
@@ -97,20 +97,17 @@ PyObject* build_info(PyObject*, PyObject*) {
 }
 
 #if defined(SGL_QUANT_WITH_CUDA)
-// Benchmarking hook: the launch shape of the CUDA kernels (block_threads 0 = automatic; waves caps
-// the fused op's two-chunk grids, masked_waves the masked layout's, at that many rounds of resident
-// blocks (dense v2 grids have a block per task group, the fused op's one-chunk grids a block per row
-// group, both uncapped); rmsnorm_cluster: blocks per row of the fused op, 0 = automatic;
-// rmsnorm_stages: rows in flight per block of its staged kernel (kStaged) where a block takes a row (clusters
-// win), 0 = automatic, -1 = never; defaults in csrc/cuda/quant_cuda.cu).
+// Test hook, private: the launch shape of the CUDA kernels, for tests that check that the bytes do not
+// depend on it (0 = automatic, the default): block_threads of v2 blocks; waves, the rounds of resident
+// blocks of grids that loop (masked v2, the fused op's two-chunk kernel); rmsnorm_cluster, blocks per
+// row of the fused op (1: no cluster); rmsnorm_stages, rows in flight per block of its staged kernel (-1:
+// never). Process-global: not for use outside tests.
 PyObject* set_launch_config_py(PyObject*, PyObject* args) {
-  int block_threads = 0, waves = 0, masked_waves = 0, rmsnorm_cluster = 0, rmsnorm_stages = 0;
-  if (!PyArg_ParseTuple(args, "iii|ii:_set_launch_config", &block_threads, &waves, &masked_waves, &rmsnorm_cluster,
-                        &rmsnorm_stages)) {
+  int block_threads = 0, waves = 0, rmsnorm_cluster = 0, rmsnorm_stages = 0;
+  if (!PyArg_ParseTuple(args, "iiii:_set_launch_config", &block_threads, &waves, &rmsnorm_cluster, &rmsnorm_stages)) {
     return nullptr;
   }
-  const std::string error =
-      sgl_quant::set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages);
+  const std::string error = sgl_quant::set_launch_config(block_threads, waves, rmsnorm_cluster, rmsnorm_stages);
   if (!error.empty()) {
     PyErr_SetString(PyExc_RuntimeError, error.c_str());
     return nullptr;
@@ -130,9 +127,9 @@ PyObject* device_kernel_problem_py(PyObject*, PyObject* args) {
 }
 
 PyObject* launch_config_py(PyObject*, PyObject*) {
-  int c[5];
+  int c[4];
   sgl_quant::launch_config(c);
-  return Py_BuildValue("[iiiii]", c[0], c[1], c[2], c[3], c[4]);
+  return Py_BuildValue("[iiii]", c[0], c[1], c[2], c[3]);
 }
 #endif
 
@@ -140,12 +137,12 @@ PyMethodDef methods[] = {
     {"build_info", build_info, METH_NOARGS, "Version, torch/CUDA it was built with, compiled CUDA archs"},
 #if defined(SGL_QUANT_WITH_CUDA)
     {"_set_launch_config", set_launch_config_py, METH_VARARGS,
-     "_set_launch_config(block_threads, waves, masked_waves, rmsnorm_cluster=0, rmsnorm_stages=0): launch shape of "
-     "the CUDA kernels (benchmarking)"},
+     "_set_launch_config(block_threads, waves, rmsnorm_cluster, rmsnorm_stages): launch shape of the CUDA kernels "
+     "(test hook)"},
     {"_device_kernel_problem", device_kernel_problem_py, METH_VARARGS,
      "_device_kernel_problem(device): '' when the build has CUDA code that device runs, else why not"},
     {"_launch_config", launch_config_py, METH_NOARGS,
-     "[block_threads, waves, masked_waves, rmsnorm_cluster, rmsnorm_stages] now in use"},
+     "[block_threads, waves, rmsnorm_cluster, rmsnorm_stages] now in use"},
 #endif
     {nullptr, nullptr, 0, nullptr},
 };

@@ -108,7 +108,7 @@ bool is_plain_matrix(const Tensor& t) {
   return row_major || col_major;
 }
 
-// output_s of codes shaped like `q_shape` (SPEC §2): fp32 scales, row- or column-major, or packed
+// output_s of codes shaped like `q_shape` (docs/spec.md §2): fp32 scales, row- or column-major, or packed
 // UE8M0 int32 words, column-major. Returns the scale kind.
 ScaleKind check_output_s(const char* op, const Tensor& input, const Tensor& output_s,
                          const std::vector<int64_t>& q_shape, int64_t groups, bool scale_ue8m0) {

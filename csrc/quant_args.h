@@ -1,7 +1,7 @@
-// Argument validation shared by the CPU and CUDA implementations (SPEC §3.3, §6.1).
+// Argument validation shared by the CPU and CUDA implementations (docs/spec.md §3.3, §6.1).
 // Every check runs here, before any launch, and every failure names the argument.
 // Host code uses the LibTorch stable ABI only (torch::stable::Tensor, header-only types): the
-// extension then loads in every torch from the one it targets on (SPEC §7).
+// extension then loads in every torch from the one it targets on (docs/spec.md §7).
 #pragma once
 
 #include <torch/csrc/stable/tensor.h>
@@ -77,7 +77,7 @@ QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Te
 // (group size 128, eps 1e-10, UE8M0-rounded fp32 scales in the fp8_einsum layout).
 QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s);
 
-// Validates the arguments of sgl_quant::rmsnorm_per_token_group_quant_8bit (SPEC §6.1) and describes
+// Validates the arguments of sgl_quant::rmsnorm_per_token_group_quant_8bit (docs/spec.md §6.1) and describes
 // the problem: `quant` reads the input rows and writes codes and scales as v2 would (2-D, one outer).
 RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& residual,
                                        const Tensor& output_q, const Tensor& output_s,

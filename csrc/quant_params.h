@@ -1,5 +1,5 @@
 // Shared by the CPU and CUDA implementations: the description of one quantization
-// problem (pointers, extents, strides) and the scalar math of SPEC §1 that must be
+// problem (pointers, extents, strides) and the scalar math of docs/spec.md §1 that must be
 // identical on both sides (UE8M0 rounding from exponent bits, the non-finite rule).
 #pragma once
 
@@ -62,7 +62,7 @@ struct QuantParams {
   SGLQ_HD int64_t num_groups() const { return num_rows() * groups_per_row; }
 };
 
-// The fused (add +) RMSNorm -> quantization problem (SPEC §6): `quant` describes the input rows
+// The fused (add +) RMSNorm -> quantization problem (docs/spec.md §6): `quant` describes the input rows
 // (row stride allowed) and the codes and scales exactly as v2 would for a 2-D input (num_outer = 1);
 // weight, residual and output_normed are [H] / contiguous [M, H] of the input's type.
 struct RmsNormQuantParams {
@@ -113,7 +113,7 @@ SGLQ_HD int ceil_log2_from_bits(float x) {
 // 2^e built from exponent bits (exact for -126 <= e <= 127).
 SGLQ_HD float pow2_from_bits(int e) { return bits_to_float(static_cast<uint32_t>(e + 127) << 23); }
 
-// The e4m3fn bits of c, rounded to nearest even, for a finite |c| <= 448 (the clamp of SPEC §1
+// The e4m3fn bits of c, rounded to nearest even, for a finite |c| <= 448 (the clamp of docs/spec.md §1
 // guarantees both): the bits of torch's Float8_e4m3fn(c) for every such float (tests/test_fp8_bits.py),
 // without its branches for NaN and overflow, so that the CPU implementation's loop over a group
 // vectorizes. Host only: the CUDA kernels convert with __nv_cvt_float2_to_fp8x2 (satfinite, the same
@@ -131,7 +131,7 @@ inline uint8_t fp8_e4m3_bits(float c) {
   return static_cast<uint8_t>(sign | (is_subnormal ? subnormal : normal));
 }
 
-// Per-output-type constants (SPEC §1). kInvMax is fp32(1 / MAX), as the reference computes it.
+// Per-output-type constants (docs/spec.md §1). kInvMax is fp32(1 / MAX), as the reference computes it.
 struct Fp8Range {
   static constexpr bool kIsFp8 = true;
   static constexpr float kMin = -448.0f;

@@ -31,7 +31,7 @@ def bench(args):
 
 def selftest():
     """A few golden cases of the reference kernel on every available device: CUDA must match all of them
-    byte for byte; the CPU implementation the ones SPEC §1.1 calls exact (UE8M0 codes, DSV4). A GPU that the
+    byte for byte; the CPU implementation the ones docs/spec.md §1.1 calls exact (UE8M0 codes, DSV4). A GPU that the
     build has no code for fails it, with the reason."""
     import sgl_quant
     from sgl_quant.testing import golden_cpu_exact, run_golden_case, sha256_of

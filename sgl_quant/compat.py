@@ -9,7 +9,7 @@ compute exactly what the native API computes (same op, same bytes), so swapping 
 
 ``fused_add_rmsnorm_fp8_block_quant`` has the call shape of FlashInfer's fused add-RMSNorm + 1x128 fp8
 quant and ``rms_norm_per_block_quant`` that of vLLM's ``_custom_ops.rms_norm_per_block_quant``: their
-arguments and output layouts, sgl_quant's math (SPEC §6.2: a fixed-order, IEEE-step RMS, codes and
+arguments and output layouts, sgl_quant's math (docs/spec.md §6.2: a fixed-order, IEEE-step RMS, codes and
 scales exactly as v2 gives them for the normed values).
 
 ``enable_v2``: sgl_quant implements the v2 kernel's semantics only (the bits the serving stack

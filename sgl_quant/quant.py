@@ -220,7 +220,7 @@ def per_token_group_quant_fp8_dsv4(
 
 
 # ------------------------------------------------------------------------------------------------
-# Fused (add +) RMSNorm -> per-token-group quantization (SPEC §6)
+# Fused (add +) RMSNorm -> per-token-group quantization (docs/spec.md §6)
 
 def rmsnorm_per_token_group_quant_8bit(
     input: torch.Tensor,
@@ -238,7 +238,7 @@ def rmsnorm_per_token_group_quant_8bit(
     enable_pdl: Optional[bool] = None,
 ) -> None:
     """In place: ``residual <- T(x + residual)`` (if given), ``n = T(z / rms(z) * weight)`` with the
-    fixed-order, IEEE-step RMS of SPEC §6.2, ``output_normed <- n`` (if given), and codes/scales of
+    fixed-order, IEEE-step RMS of docs/spec.md §6.2, ``output_normed <- n`` (if given), and codes/scales of
     ``n`` into ``output_q`` / ``output_s`` exactly as ``per_token_group_quant_8bit_v2`` would write them.
 
     ``input``: ``[M, H]`` bf16/fp16, last dim contiguous (rows may be strided); ``weight``: ``[H]``;

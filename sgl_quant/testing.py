@@ -65,15 +65,16 @@ GOLDEN_LAYOUT_FLAGS = {  # "scale" -> (column_major_scales, scale_tma_aligned, s
 }
 
 
-LAUNCH_FIELDS = ("block_threads", "waves", "masked_waves", "rmsnorm_cluster", "rmsnorm_stages")
+LAUNCH_FIELDS = ("block_threads", "waves", "rmsnorm_cluster", "rmsnorm_stages")
 
 
 @contextlib.contextmanager
 def launch_config(*shape, **changes):
-    """Runs the block under the CUDA kernels' launch shape (the benchmarking hook
-    sgl_quant._C._set_launch_config) with its first len(shape) fields and the named ones (LAUNCH_FIELDS)
-    replaced, then restores the shape in use before. Builds without CUDA kernels have no launch shape (and
-    no hook): there the block runs as it is."""
+    """Runs the block under a launch shape of the CUDA kernels set through the private test hook
+    sgl_quant._C._set_launch_config (LAUNCH_FIELDS, 0 = automatic): its first len(shape) fields and the
+    named ones replaced, then restores the shape in use before. For tests that check that the bytes do not
+    depend on the launch shape; the hook is process-global, so it is no API. Builds without CUDA kernels
+    have no hook: there the block runs as it is."""
     from sgl_quant import _C
     if not hasattr(_C, "_set_launch_config"):
         yield
@@ -130,7 +131,7 @@ def run_golden_case(case, device):
 
 
 def golden_cpu_exact(case) -> bool:
-    """SPEC §1.1: whether the CPU implementation is bit-exact with the CUDA reference kernel here
+    """docs/spec.md §1.1: whether the CPU implementation is bit-exact with the CUDA reference kernel here
     (UE8M0 codes, plain or fused SiLU in bf16; DSV4). Scales are exact everywhere."""
     if case["op"] == "dsv4":
         return True

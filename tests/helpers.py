@@ -33,7 +33,7 @@ def ceil4(n):
 
 
 def alloc_scales(layout, q_shape, group_size, device, poison=POISON):
-    """(x_s, its whole storage buffer filled with poison bytes, scale_ue8m0) for a layout of SPEC §2."""
+    """(x_s, its whole storage buffer filled with poison bytes, scale_ue8m0) for a layout of docs/spec.md §2."""
     col, tma, ue8m0, packed = LAYOUTS[layout]
     *batch, m, h = q_shape
     g = h // group_size

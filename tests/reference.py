@@ -1,4 +1,4 @@
-"""An independent pure-torch reference of SPEC §1, written to be read, plus helpers to read any
+"""An independent pure-torch reference of docs/spec.md §1, written to be read, plus helpers to read any
 scale layout back into logical values. It shares no code with the C++/CUDA implementations.
 """
 import torch
@@ -13,7 +13,7 @@ def _pow2(e: torch.Tensor) -> torch.Tensor:
 
 
 def activation(x: torch.Tensor, fuse_silu_and_mul: bool) -> torch.Tensor:
-    """v of SPEC §1 in fp32: x, or T(T(silu(gate)) * up) with silu(z) = z / (1 + exp(-z))."""
+    """v of docs/spec.md §1 in fp32: x, or T(T(silu(gate)) * up) with silu(z) = z / (1 + exp(-z))."""
     if not fuse_silu_and_mul:
         return x.float()
     h = x.shape[-1] // 2
@@ -32,7 +32,7 @@ def reference_quant(x, group_size, out_dtype, eps=1e-10, scale_ue8m0=False, fuse
     """Returns (codes [..., H] out_dtype, scales [..., G] fp32 logical values, exponents [..., G] int32).
 
     ``fast_division``: y = MAX * (1 / amax), the closest CPU model of the CUDA fast-math division
-    (SPEC §1.1); False gives the IEEE MAX / amax of the spec's formula.
+    (docs/spec.md §1.1); False gives the IEEE MAX / amax of the spec's formula.
     Non-finite groups (§1.2): scale NaN, codes NaN (fp8 0x7F) or 0 (int8), exponent byte 0xFF - 127.
     """
     lo, hi = RANGES[out_dtype]
@@ -97,7 +97,7 @@ def code_steps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------------
-# Fused (add +) RMSNorm (SPEC §6.2), two ways: the exact fp32 steps in the documented order, and fp64.
+# Fused (add +) RMSNorm (docs/spec.md §6.2), two ways: the exact fp32 steps in the documented order, and fp64.
 
 def _fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """fp32 fused multiply-add, correctly rounded: the fp64 product of two fp32 values is exact; their sum
@@ -120,7 +120,7 @@ def _fp32(v: torch.Tensor) -> torch.Tensor:
 
 
 def rmsnorm_sum_of_squares(z: torch.Tensor) -> torch.Tensor:
-    """ss per row of fp32 z [M, H] in SPEC §6.3's order: an fma chain from +0 over each 8-element vector,
+    """ss per row of fp32 z [M, H] in docs/spec.md §6.3's order: an fma chain from +0 over each 8-element vector,
     then a pairwise tree over the vectors (adjacent pairs first), zero-padded to a power of two."""
     m, h = z.shape
     vec = z.reshape(m, h // 8, 8)
@@ -142,7 +142,7 @@ def _to_16bit(v: torch.Tensor, dtype) -> torch.Tensor:
 
 
 def rmsnorm_exact(x, weight, residual=None, norm_eps=1e-6):
-    """(normed T [M, H], new residual T or None): SPEC §6.2 with every fp32 step as written."""
+    """(normed T [M, H], new residual T or None): docs/spec.md §6.2 with every fp32 step as written."""
     t = x.dtype
     z = x.float()
     new_residual = None

@@ -43,57 +43,64 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     assert all(0 < r["min_us_per_call"] <= r["us_per_call"] for r in host["rows"]), host["rows"]
 
 
-def test_verdicts_only_on_the_anchors_gpu():
-    """The SPEC's anchors and targets are an H200's: on another GPU the rows keep them as columns, but draw no
-    ratio or verdict against them (an H100 "missed" every bandwidth-bound target in session 46)."""
+def test_spec_verdicts():
+    """docs/spec.md §5 and §6.5 as the benchmarks judge their rows: against the fixed points of the run's GPU
+    model in each launch mode they hold, and against the roofline."""
     import bench_per_token_group_quant as v2
     import bench_rmsnorm_quant as fused
+    from reference_points import gpu_model
 
-    assert v2.anchors_apply("NVIDIA H200") and not v2.anchors_apply("NVIDIA H100 80GB HBM3")
-    row = dict(name="dense-M1-H4096-col_f32", us=1.2, us_pdl=1.0, spec_target_us=1.15, spec_reference_us=1.28,
-               nopdl_reference_us=1.29, unfused_us=2.4)
-    on_h200, elsewhere = v2.format_row(row), v2.format_row(row, anchored=False)
-    assert "target MET" in on_h200 and "ref*/ours=1.07x" in on_h200 and "noPDL ours/ref=0.930" in on_h200, on_h200
-    assert "unfused/ours=2.00x" in elsewhere and "1.15" in elsewhere and "1.28" in elsewhere, elsewhere
-    assert not any(word in elsewhere for word in ("MET", "missed", "ref*/", "noPDL")), elsewhere
+    assert gpu_model("NVIDIA H100 80GB HBM3") == "H100" and gpu_model("NVIDIA H200") == "H200"
+    assert gpu_model("NVIDIA A100-SXM4-80GB") is None
+    small = dict(name="dense-M1-H4096-col_f32", kind="dense", m=1, us=1.30, us_pdl=0.80, ref_us=1.34, ref_pdl_us=0.85,
+                 roofline_pct=1.0, roofline_pct_pdl=1.0)
+    assert v2.spec_target(small) == ("<= reference", True)
+    assert v2.spec_target({**small, "us_pdl": 0.86}) == ("<= reference", False)
+    assert v2.spec_target({**small, "ref_us": None, "ref_pdl_us": None}) is None  # another GPU model: no verdict
+    assert "ours/ref=0.97" in v2.format_row(small) and "target <= reference: MET" in v2.format_row(small)
+    big = dict(name="dense-M16384-H7168-col_f32", kind="dense", m=16384, us=120.0, us_pdl=119.0, roofline_pct=96.5,
+               roofline_pct_pdl=97.2)
+    assert v2.spec_target(big) == (">= 97% roofline", True)
+    masked = dict(name="masked-silu-E8x512-H2048-col_ue8m0", kind="masked", m=4096, us=4.5, us_pdl=3.8,
+                  roofline_pct=79.0, roofline_pct_pdl=90.0)
+    assert v2.spec_target(masked) == (">= 80% roofline", False)  # both launch modes
+    dsv4 = dict(name="dsv4-T1-G8-D4096", kind="dsv4", m=8, us=1.40, us_pdl=0.8, plain_v2_us=1.35)
+    assert v2.spec_target(dsv4) == ("<= 1.05x plain v2", True)
+    chain = dict(name="chain10-pdl-M1-H4096", kind="chain", m=1, us=8.0, ref_us=None, ref_pdl_us=11.23)
+    assert v2.spec_target(chain) == ("<= reference", True)
 
-    plain = dict(name="rmsnorm-M64-H7168-bf16", m=64, h=7168, us=2.69, us_pdl=2.16, target_us=2.3, target_pdl_us=1.8,
-                 pair_us=2.8)
-    normed = dict(name="rmsnorm-M64-H7168-bf16-normed", m=64, h=7168, normed=True, us=2.91, us_pdl=2.42,
-                  flashinfer_us=2.82, flashinfer_pdl_us=2.30)
-    assert "target missed" in fused.format_row(plain) and "vs FlashInfer SLOWER" in fused.format_row(normed)
-    assert "pair/ours=1.04x" in fused.format_row(plain, anchored=False)
-    for r in (plain, normed):
-        elsewhere = fused.format_row(r, anchored=False)
-        assert not any(word in elsewhere for word in ("target", "FlashInfer", "MET", "missed")), elsewhere
+    normed = dict(m=64, h=7168, normed=True, us=2.91, us_pdl=2.30, flashinfer_us=2.97, flashinfer_pdl_us=2.41)
+    assert fused.spec_targets(normed) == [("<= FlashInfer", True)]
+    assert fused.spec_targets({**normed, "us_pdl": 2.42}) == [("<= FlashInfer", False)]
+    plain = dict(m=4096, h=7168, normed=False, us=72.0, us_pdl=71.0, flashinfer_us=93.41, flashinfer_pdl_us=92.74,
+                 roofline_pct_pdl=98.0)
+    assert fused.spec_targets(plain) == [("<= 0.85x FlashInfer", True), (">= 92% roofline", True)]
+    assert fused.spec_targets({**plain, "m": 64, "flashinfer_us": None, "flashinfer_pdl_us": None}) == []
 
 
-def test_readme_tables_from_archived_runs():
-    """benchmark/readme_tables.py renders the archived JSON of each benchmark as the README's Markdown tables: one
-    row per case (the chain's two rows as one), the run's own numbers, the benchmarks' verdict rules, and no
-    verdict on a GPU other than the anchors'."""
+def test_readme_tables_render_a_run(tmp_path):
+    """benchmark/readme_tables.py renders each benchmark's JSON as a Markdown table: one row per case (the
+    chain's two rows as one), the run's own numbers and the benchmarks' verdicts."""
     import readme_tables
 
-    results = BENCHMARK / "results"
-    for name, anchored in (("h200-2026-12-05-s46.json", True), ("h200-2026-12-05-s46-rmsnorm.json", True),
-                           ("h100-2026-12-05-s46-rmsnorm.json", False)):
-        path = results / name
-        rows = json.loads(path.read_text())["rows"]
-        lines = readme_tables.render(path)
-        table = [line for line in lines if line.startswith("| ") and not line.startswith("| ---")][1:]
-        chain = sum(r["name"].startswith("chain10-") for r in rows)
-        assert len(table) == len(rows) - max(chain - 1, 0), lines
-        text = "\n".join(lines)
-        for r in rows:  # every measured time appears as the run wrote it
-            assert f"{r['us']:.2f}" in text and (r.get("us_pdl") is None or f"{r['us_pdl']:.2f}" in text), r
-        verdicts = [line for line in table if " met" in line or "missed" in line or "FlashInfer:" in line]
-        assert bool(verdicts) == anchored, table
-        assert (readme_tables.v2_bench.OTHER_GPU_NOTE in lines) != anchored
-    fused = readme_tables.render(results / "h200-2026-12-05-s46-rmsnorm.json")
-    # session 46's H200 run: M=1 met, M=64 missed, output_normed M=64 slower (2.302 against FlashInfer's 2.30)
-    assert any(line.startswith("| 1 | 7168 |  | 1.94 | 1.40 |") and line.endswith("met |") for line in fused), fused
-    assert any(line.startswith("| 64 | 7168 |  | 2.69 |") and "**missed**" in line for line in fused), fused
-    assert any(line.startswith("| 64 | 7168 | yes |") and "**slower**" in line for line in fused), fused
+    head = dict(date="2026-12-07", device="NVIDIA H100 80GB HBM3", copy_tbs=3.02, empty_kernel_us=None,
+                build_info=dict(torch="2.11.0"))
+    v2_rows = [dict(name="dense-M1-H4096-col_f32", kind="dense", m=1, h=4096, us=1.31, us_pdl=0.77, ref_us=1.34,
+                    ref_pdl_us=0.85, roofline_pct=1.0, roofline_pct_pdl=2.0),
+               dict(name="chain10-nopdl-M1-H4096", kind="chain", m=1, h=4096, us=13.05, ref_us=13.53, ref_pdl_us=None),
+               dict(name="chain10-pdl-M1-H4096", kind="chain", m=1, h=4096, us=7.79, ref_us=None, ref_pdl_us=11.23)]
+    rms_rows = [dict(name="rmsnorm-M64-H7168-bf16-normed", m=64, h=7168, normed=True, us=2.87, us_pdl=2.27,
+                     roofline_us=0.5, roofline_pct=20.0, roofline_pct_pdl=22.0, flashinfer_us=2.97,
+                     flashinfer_pdl_us=2.41, vllm_us=None)]
+    for name, rows in (("bench.json", v2_rows), ("rmsnorm.json", rms_rows)):
+        (tmp_path / name).write_text(json.dumps(dict(head, rows=rows)))
+    v2_lines = readme_tables.render(tmp_path / "bench.json")
+    table = [line for line in v2_lines if line.startswith("| ") and not line.startswith("| ---")][1:]
+    assert len(table) == 2, v2_lines
+    assert table[0] == "| M=1, H=4096 | 1.31 | 1.34 | 0.77 | 0.85 | 2 | ≤ reference: met |", table
+    assert table[1].startswith("| 10 chained launches") and "13.05 | 13.53 | 7.79 | 11.23" in table[1], table
+    fused_lines = readme_tables.render(tmp_path / "rmsnorm.json")
+    assert "| 64 | 7168 | yes | 2.87 | 2.27 | 0.50 | 22.0 | 2.97 (2.41) |  | ≤ FlashInfer: met |" in fused_lines
 
 
 def test_readme_tables_are_the_runs_they_name(monkeypatch):
@@ -102,7 +109,7 @@ def test_readme_tables_are_the_runs_they_name(monkeypatch):
     import readme_tables
 
     readme = (BENCHMARK.parent / "README.md").read_text()
-    cited = re.findall(r"\(`(benchmark/results/[\w.-]+\.json)`\); µs per call", readme)
+    cited = re.findall(r"\(`(benchmark/results/[\w./-]+\.json)`\); µs per call", readme)
     assert len(cited) >= 2, "the README's v2/DSV4 and fused-op tables name their runs"
     monkeypatch.chdir(BENCHMARK.parent)  # the tables name their run's path as given: relative to the repository
     for path in cited:

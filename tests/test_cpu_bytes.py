@@ -1,8 +1,8 @@
 """The C++ CPU implementation's bytes, pinned. It is the oracle of the GPU tests: the fused op's normed
-values and residual must be the CUDA kernel's bytes (SPEC §6.3), and the H200 has checked that they are,
-but only the H200 can. So every output of a sweep of CPU calls (poisoned outputs, so unwritten elements
+values and residual must be the CUDA kernel's bytes (docs/spec.md §6.3), and a GPU has checked that they
+are, but only a GPU can. So every output of a sweep of CPU calls (poisoned outputs, so unwritten elements
 count too) is hashed and compared with `tests/golden/cpu_bytes.json`, recorded from the CPU code whose
-fused-op bytes the H200 matched (a7b1ade, session 42; the same as a51717b's). A change to the CPU code
+fused-op bytes an H200 matched (commit a7b1ade; unchanged since). A change to the CPU code
 that moves any byte (a summation order, a rounding, a vectorized rewrite) fails here, in CI, without a GPU.
 
 Sweep: v2 (dense, masked, strided rows) and DSV4 without fused SiLU, and the fused op with and without
@@ -11,7 +11,7 @@ layout; five input mixes (normal values over many octaves, random bit patterns w
 sparse specials, fp8 rounding ties, values near eps). Inputs come from an integer hash (no torch RNG),
 so the bytes do not depend on the torch version. Fused SiLU is left out: it calls the C library's expf,
 whose last bit may differ between C libraries and between glibc's builds for CPUs with and without FMA
-(its CPU codes are checked against the reference within SPEC §1.1's one-step bound in test_cpu_ops.py).
+(its CPU codes are checked against the reference within docs/spec.md §1.1's one-step bound in test_cpu_ops.py).
 
     python tests/test_cpu_bytes.py --record    # rewrite the JSON (only for an intended change of bytes)
 """

@@ -1,5 +1,5 @@
 """The C++ CPU implementation against the pure-torch reference over the full combination matrix
-of SPEC §3.1, plus masked counts, non-finite groups, empty inputs and the allocating API."""
+of docs/spec.md §3.1, plus masked counts, non-finite groups, empty inputs and the allocating API."""
 import importlib.util
 from pathlib import Path
 
@@ -152,7 +152,7 @@ def test_row_strided_input():
 @pytest.mark.parametrize("m", [1, 5, 8])
 @pytest.mark.parametrize("g", [1, 3, 4, 7])
 def test_create_scale_tensor_layouts(m, g):
-    """Shapes, strides and dtypes of SPEC §2, as SGLang's create_per_token_group_quant_fp8_output_scale."""
+    """Shapes, strides and dtypes of docs/spec.md §2, as SGLang's create_per_token_group_quant_fp8_output_scale."""
     q_shape, gs = (m, g * 128), 128
     s = sgl_quant.create_scale_tensor(q_shape, gs, "cpu")
     assert s.shape == (m, g) and s.is_contiguous() and s.dtype == torch.float32
@@ -204,7 +204,7 @@ def test_dequantization_error_is_small():
 def test_sanitizer_subset_calls_are_valid(capsys):
     """scripts/gpu/sanitize_subset.py runs only on a GPU, under compute-sanitizer. Here every one of its calls
     runs on the CPU op (its --cpu mode), so that a call the API refuses fails in CI rather than ending both
-    sanitizer runs early on device time (it happened: benchmark/NOTES.md, session 37)."""
+    sanitizer runs early on device time."""
     path = Path(__file__).resolve().parents[1] / "scripts" / "gpu" / "sanitize_subset.py"
     if not path.exists():
         pytest.skip("no scripts/ beside tests/ (a copy of the tests run against an installed wheel)")

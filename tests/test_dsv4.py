@@ -1,4 +1,4 @@
-"""per_token_group_quant_fp8_dsv4 (SPEC §3.2): equal to v2 UE8M0 on x.reshape(T*G, D) followed by the
+"""per_token_group_quant_fp8_dsv4 (docs/spec.md §3.2): equal to v2 UE8M0 on x.reshape(T*G, D) followed by the
 exponent -> fp32 conversion and the fp8_einsum layout transpose; contiguous and strided inputs."""
 import pytest
 import torch

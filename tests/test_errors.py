@@ -1,4 +1,4 @@
-"""SPEC §3.3: every invalid call raises before any launch, with a message naming the argument.
+"""docs/spec.md §3.3: every invalid call raises before any launch, with a message naming the argument.
 The same checks (csrc/quant_args.cpp) run for CPU and CUDA; device-mix cases are in test_gpu.py."""
 import math
 
@@ -298,31 +298,27 @@ def test_dsv4_scale_layout():
 
 @pytest.mark.skipif(not hasattr(sgl_quant._C, "_launch_config"), reason="build without CUDA kernels")
 def test_launch_config_hook():
-    """The benchmarking hook sgl_quant._C._set_launch_config: documented defaults, a round trip, and
-    bad shapes refused with the argument named, leaving the shape in use unchanged."""
+    """The private test hook sgl_quant._C._set_launch_config: automatic by default, a round trip, and bad
+    shapes refused with the argument named, leaving the shape in use unchanged."""
     from sgl_quant import _C
-    defaults = _C._launch_config()
-    # automatic block size, 64 waves (fused op), 1 wave masked, automatic cluster and stages
-    assert defaults == [0, 64, 1, 0, 0]
+    assert _C._launch_config() == [0, 0, 0, 0]  # automatic block size, waves, cluster and stages
     try:
-        _C._set_launch_config(128, 4, 2, 3, 5)
-        assert _C._launch_config() == [128, 4, 2, 3, 5]
-        for bad, match in [((48, 4, 2), "block_threads must be 0"), ((1024, 4, 2), "block_threads must be 0"),
-                           ((0, 0, 2), "waves must be in"), ((0, 4, 65), "masked_waves must be in"),
-                           ((0, 4, 2, 9), "rmsnorm_cluster must be 0"), ((0, 4, 2, -1), "rmsnorm_cluster must be 0"),
-                           ((0, 4, 2, 0, 17), "rmsnorm_stages must be 0"), ((0, 4, 2, 0, -2), "rmsnorm_stages must be 0")]:
+        _C._set_launch_config(128, 4, 3, 5)
+        assert _C._launch_config() == [128, 4, 3, 5]
+        for bad, match in [((48, 4, 2, 0), "block_threads must be 0"), ((1024, 4, 2, 0), "block_threads must be 0"),
+                           ((0, -1, 2, 0), "waves must be 0"), ((0, 65, 2, 0), "waves must be 0"),
+                           ((0, 4, 9, 0), "rmsnorm_cluster must be 0"), ((0, 4, -1, 0), "rmsnorm_cluster must be 0"),
+                           ((0, 4, 2, 17), "rmsnorm_stages must be 0"), ((0, 4, 2, -2), "rmsnorm_stages must be 0")]:
             with pytest.raises(RuntimeError, match=match):
                 _C._set_launch_config(*bad)
-        assert _C._launch_config() == [128, 4, 2, 3, 5]
-        _C._set_launch_config(128, 4, 2, 0, -1)  # never staged
-        assert _C._launch_config() == [128, 4, 2, 0, -1]
-        _C._set_launch_config(128, 4, 2)  # the cluster and the stages are optional: automatic
-        assert _C._launch_config() == [128, 4, 2, 0, 0]
+        assert _C._launch_config() == [128, 4, 3, 5]
+        _C._set_launch_config(0, 0, 0, -1)  # never staged
+        assert _C._launch_config() == [0, 0, 0, -1]
     finally:
-        _C._set_launch_config(*defaults)
+        _C._set_launch_config(0, 0, 0, 0)
 
 
-# --- fused RMSNorm -> quant (SPEC §6.1) -------------------------------------------------------
+# --- fused RMSNorm -> quant (docs/spec.md §6.1) -------------------------------------------------------
 
 op_rms = torch.ops.sgl_quant.rmsnorm_per_token_group_quant_8bit
 

@@ -1,6 +1,6 @@
 """The CPU implementation's fp8 encoder (csrc/quant_params.h `fp8_e4m3_bits`, a branch-free conversion that
 vectorizes) against torch's Float8_e4m3fn conversion: every finite float with |c| <= 448, the only values
-the clamp of SPEC §1 lets through (a C++ program compiled against torch's headers; needs the source tree
+the clamp of docs/spec.md §1 lets through (a C++ program compiled against torch's headers; needs the source tree
 and a C++ compiler); and, through the op on the CPU and the GPU, every bf16 and fp16 value in that range."""
 import os
 import shutil

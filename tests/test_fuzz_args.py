@@ -1,4 +1,4 @@
-"""Mutation fuzz of the three ops' argument checks (the error contract, SPEC §3.3): a valid call, then up to
+"""Mutation fuzz of the three ops' argument checks (the error contract, docs/spec.md §3.3): a valid call, then up to
 three random mutations of its arguments (dtype, shape, rank, strides, device, alignment, an empty slice,
 numbers out of range). Every call must either run or raise RuntimeError with an sgl_quant message
 (never a crash, a hang or another error); when it runs, nothing is written past its outputs (each output

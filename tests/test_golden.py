@@ -1,10 +1,10 @@
 """Golden vectors of the reference kernel (sgl-kernel AOT v2, fast-math, sm_90a, H200).
 
 CUDA: every case must match both hashes (codes and scales, byte for byte).
-CPU: scales match everywhere; codes match on the paths SPEC §1.1 calls exact (UE8M0 codes: plain,
+CPU: scales match everywhere; codes match on the paths docs/spec.md §1.1 calls exact (UE8M0 codes: plain,
 and fused SiLU in bf16; DSV4). On the others (float-scale codes, fused SiLU in fp16) a code may be
 one step off on a small fraction: the bound checked here is at most one step per code and at most
-0.1% of the codes of those cases together (SPEC §1.1 measured <= ~0.02%); cases whose full bytes
+0.1% of the codes of those cases together (docs/spec.md §1.1 measured <= ~0.02%); cases whose full bytes
 are not stored can only be checked by hash (their scales are still checked exactly).
 """
 import functools
@@ -62,7 +62,7 @@ def test_golden_cpu(index):
     scales_ok, codes_exact, diff, n, worst, verified = cpu_result(index)
     assert scales_ok, "scales must match the reference kernel exactly on every path"
     if cpu_codes_exact(case):
-        assert codes_exact, f"codes differ on a path SPEC §1.1 calls exact ({diff} of {n}, largest {worst} steps)"
+        assert codes_exact, f"codes differ on a path docs/spec.md §1.1 calls exact ({diff} of {n}, largest {worst} steps)"
     elif verified and not codes_exact:
         assert worst <= 1, f"a code is {worst} steps off the reference kernel (bound: 1)"
 

@@ -17,7 +17,7 @@ SHAPES = [(1, 5), (7, 17), (333, 6), (1024, 56)]
 
 
 def gpu_codes_exact(layout, silu):
-    """SPEC §1.1 exact paths between the CPU op and the fast-math kernel."""
+    """docs/spec.md §1.1 exact paths between the CPU op and the fast-math kernel."""
     return LAYOUTS[layout][2] and not silu
 
 
@@ -122,10 +122,8 @@ def counts_around_powers_of_two(experts, m_pad, seed):
 
 @pytest.mark.parametrize("case", [
     # experts, m_pad, hidden, group size, silu: one and several grid-stride rounds, long rows, 16- and
-    # 256-element groups (32 and 2 tasks per warp; group 16 with SiLU loads a clamped row for tasks
-    # past the end, masked_no_pdl_kernel); the last three with rows whose groups are not a
-    # multiple of a warp's tasks, so that a warp would hold two or three rows (they run the general
-    # kernel: masked_no_pdl_fits)
+    # 256-element groups (32 and 2 tasks per warp); the last three with rows whose groups are not a
+    # multiple of a warp's tasks, so that a warp holds two or three rows
     (8, 96, 1024, 128, True), (8, 512, 2048, 128, True), (32, 256, 2048, 128, True), (5, 9, 7168, 128, True),
     (3, 700, 7168, 128, False), (2, 4096, 2048, 64, True), (17, 40, 512, 16, False), (5, 24, 1024, 16, True),
     (4, 33, 1024, 256, True), (1, 200, 4096, 32, False),
@@ -145,10 +143,9 @@ def test_masked_without_pdl_same_bytes_as_with_pdl(case):
 
 @pytest.mark.parametrize("silu", [False, True], ids=["plain", "silu"])
 def test_masked_without_pdl_strided_inputs(silu):
-    """Strided masked inputs without PDL: rows with padding between them (the experts' rows still evenly
-    spaced: masked_no_pdl_kernel, whose input offset is one 32-bit row index times the row stride) and
-    experts cut from a taller buffer (not evenly spaced: the general kernel). The same bytes as with PDL
-    and as the CPU op, and nothing written outside the valid rows (run_v2)."""
+    """Strided masked inputs without PDL: rows with padding between them (the experts' rows evenly spaced)
+    and experts cut from a taller buffer (not evenly spaced). The same bytes as with PDL and as the CPU
+    op, and nothing written outside the valid rows (run_v2)."""
     experts, m_pad, h = 6, 40, 1024
     k = h * (2 if silu else 1)
     counts = counts_around_powers_of_two(experts, m_pad, seed=92)
@@ -188,7 +185,7 @@ def test_dense_without_pdl_same_bytes_as_with_pdl(layout, group_size, silu):
 @pytest.mark.parametrize("experts,m_pad", [(8, 512), (32, 256), (3, 64)])
 def test_masked_decode_sized_counts(experts, m_pad, silu):
     """A few valid rows per expert (decode-sized MoE), and none at all. Launched without PDL, the blocks
-    past the last task exit right after reading the counts (masked_no_pdl_kernel), so almost every
+    past the last task exit right after reading the counts, so almost every
     block of these grids does: the same bytes as with PDL and as the CPU op, and nothing written outside
     the valid rows (run_v2's poisoned outputs)."""
     h = 1024
@@ -199,12 +196,12 @@ def test_masked_decode_sized_counts(experts, m_pad, silu):
         check_masked_without_pdl(x, 128, "col_ue8m0", silu, counts, f"counts {counts.tolist()}")
 
 
-@pytest.mark.parametrize("shape", [(0, 1, 1), (128, 1, 64), (512, 64, 2), (32, 2, 64), (256, 3, 1)],
-                         ids=["auto-1wave", "128thr-masked64waves", "512thr-64waves", "32thr", "256thr-3waves"])
+@pytest.mark.parametrize("shape", [(0, 1, 0), (128, 64, 0), (512, 2, 0), (32, 64, 0), (256, 3, 0)],
+                         ids=["auto-1wave", "128thr-64waves", "512thr-2waves", "32thr-64waves", "256thr-3waves"])
 def test_launch_shapes_give_the_same_bytes(shape):
     """Every launch shape covers every task exactly once: dense grids of one task per sub-warp under
-    every block size (`waves` now caps only the fused op's grids), masked grid-stride loops of many
-    rounds, and masked grids with many blocks beyond the valid rows (which stop after the count sum)."""
+    every block size (`waves` caps only grids that loop), masked grid-stride loops of many rounds, and
+    masked grids with many blocks beyond the valid rows (which stop after the count sum)."""
     dense = make_input((333, 2 * 1792), torch.bfloat16, seed=41, device="cuda")
     masked_x = make_input((8, 96, 2 * 1024), torch.bfloat16, seed=42, device="cuda")
     masked_m = make_masked_m(8, 96, seed=42, device="cuda")
@@ -265,7 +262,7 @@ def test_small_calls_around_the_small_call_kernel(layout, group_size):
     (small_call_quant_kernel: 8 values per thread, compact arguments); 9 rows, 3-D batches that do not
     fold into one row index and fused SiLU run the general one. Around that boundary, with strided
     rows, folded and unfolded batches, both launch modes and every block size: the CPU op's bytes
-    (SPEC §1.1 exact layouts) or the one-step bound, nothing written outside the result, one set of
+    (docs/spec.md §1.1 exact layouts) or the one-step bound, nothing written outside the result, one set of
     bytes whatever the launch, and the general kernel's bytes (fp8 and int8)."""
     exact = LAYOUTS[layout][2]
     h = 3 * max(group_size, 256)
@@ -300,12 +297,12 @@ def test_small_calls_around_the_small_call_kernel(layout, group_size):
 
 
 def test_small_call_kernel_longest_rows():
-    """The small-call kernel's arguments hold the groups per row in 23 bits: H = (2^23 - 1) * 16 is the
+    """The small-call kernel's arguments hold the groups per row in 22 bits: H = (2^22 - 1) * 16 is the
     longest row it takes (every bit of the field set), one group more runs the general kernel. Both
     give the bytes of the general kernel's 9-row call (its first two rows), and write every code and
     scale (outputs poisoned differently for the two calls)."""
     group_size = 16
-    for groups in (2**23 - 1, 2**23):
+    for groups in (2**22 - 1, 2**22):
         h = groups * group_size
         x = make_input((9, h), torch.bfloat16, seed=5, device="cuda")
         results = []

@@ -1,4 +1,4 @@
-"""The fused (add +) RMSNorm -> per-token-group quantization op (SPEC §6): the CPU implementation
+"""The fused (add +) RMSNorm -> per-token-group quantization op (docs/spec.md §6): the CPU implementation
 against an independent fp32 model of the documented steps and order (same bytes) and fp64 (within one
 ulp), consistency with v2, batch invariance, every layout/dtype/group size, non-finite rows; on CUDA
 (marked gpu) the same bytes as the CPU, across launch shapes, PDL and graph capture."""
@@ -127,7 +127,7 @@ def test_norm_eps_and_quant_eps():
 
 
 def test_non_finite_rows():
-    """The math as written, then SPEC §1.2: NaN anywhere makes the whole row NaN (ss is NaN); an Inf makes
+    """The math as written, then docs/spec.md §1.2: NaN anywhere makes the whole row NaN (ss is NaN); an Inf makes
     ss Inf, inv 0, its own value NaN (Inf * 0) and the rest of the row 0."""
     x, w, r = make_case(4, 512, torch.bfloat16, 10)
     x[0, 3] = float("nan")
@@ -170,14 +170,14 @@ def test_empty_batch():
 # ------------------------------------------------------------------------------------------------ CUDA
 
 def cuda_codes_exact(layout):
-    """SPEC §1.1: UE8M0 codes are exact between the CPU op and the fast-math kernel; float-scale codes
+    """docs/spec.md §1.1: UE8M0 codes are exact between the CPU op and the fast-math kernel; float-scale codes
     may be one step off where the fast division differs."""
     return LAYOUTS[layout][2]
 
 
 def check_cuda_equals_cpu(x, w, r, group_size, out, layout, what=""):
     """CPU = CUDA: normed and residual bytes everywhere, codes and scales on UE8M0 paths, elsewhere scales
-    exact and codes within SPEC §1.1's one-step bound; and the CUDA codes are v2's on its normed output."""
+    exact and codes within docs/spec.md §1.1's one-step bound; and the CUDA codes are v2's on its normed output."""
     gpu = check_against_models(x.cuda(), w.cuda(), None if r is None else r.cuda(), group_size, out, layout)
     cpu = run_rmsnorm(x, w, group_size, out, layout, residual=r)
     assert torch.equal(gpu[2].view(torch.int16), cpu[2].view(torch.int16)), f"{what}: normed differs CPU vs CUDA"
@@ -224,22 +224,24 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     """The same bytes for every row whatever M, the rows around it, the grid (waves), the cluster of
     blocks sharing a row (1 = none, 2..8; 0 = automatic), the staged kernel's stages (1..3 forced where a
     block takes a row; clusters win; -1 never) and PDL."""
-    # 1024 rows of 7168 with output_normed run the staged kernel on an H200 (`want` never stages: two chunks per
-    # thread). The blocks of both loop over rows; the two-chunk grid is capped by the waves: under one wave each
-    # block takes several rows in turn, so both warp-sum buffers are used. The other calls run one chunk per
-    # thread on a block (cluster) per row group, whatever the waves.
+    # 1024 rows of 7168 with output_normed run the staged kernel on an H100 or H200 (`want` never stages),
+    # whose blocks loop over rows. 2048 rows of 10240 run two chunks per thread on a grid capped by the
+    # waves: under one wave each block takes several rows in turn, so both warp-sum buffers are used. The
+    # other calls run one chunk per thread on a block (cluster) per row group, whatever the waves.
     x, w, r = make_case(1024, 7168, torch.bfloat16, 21, device="cuda")
     xs, ws, rs = make_case(300, 256, torch.float16, 22, device="cuda")  # small teams: 8 rows per warp
     # H=2048: one warp per block in clusters of 4; H=16384: 4 warps per block in clusters of 8 (a cluster
     # size whose blocks would not all hold chunks, or exceed 32 warps, becomes the largest that fits)
     x2, w2, r2 = make_case(9, 2048, torch.bfloat16, 23, device="cuda")
     x16, w16, _ = make_case(5, 16384, torch.bfloat16, 24, device="cuda")  # without residual
+    x10, w10, r10 = make_case(2048, 10240, torch.bfloat16, 27, device="cuda")
 
     def run_all(pdl=None):
         return [run_rmsnorm(x, w, 128, FP8, "col_tma", residual=r, enable_pdl=pdl),
                 run_rmsnorm(xs, ws, 64, FP8, "row", residual=rs, enable_pdl=pdl),
                 run_rmsnorm(x2, w2, 128, torch.int8, "col_ue8m0", residual=r2, enable_pdl=pdl),
-                run_rmsnorm(x16, w16, 64, FP8, "row_ue8m0", enable_pdl=pdl)]
+                run_rmsnorm(x16, w16, 64, FP8, "row_ue8m0", enable_pdl=pdl),
+                run_rmsnorm(x10, w10, 128, FP8, "col_ue8m0", residual=r10, enable_pdl=pdl)]
 
     with launch_config(rmsnorm_cluster=1, rmsnorm_stages=-1):
         want = run_all()
@@ -275,10 +277,8 @@ def test_cuda_clusters_at_the_grid_y_limit():
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [400, 900, 2000])
 def test_cuda_chunks_per_thread_same_bytes(m):
-    """Rows of 7168 run one 16-element chunk per thread (400 and 2000 rows: a block per row, not
-    prefetching), two in half-size blocks where the one-chunk grid would take three to four rounds of
-    resident blocks (900 rows on an H200), one in a cluster of blocks per row for small calls: the same
-    bytes, and the CPU's."""
+    """Rows of 7168 run one 16-element chunk per thread, a block per row or a cluster of blocks per row
+    for small calls: the same bytes whatever the call's size, and the CPU's."""
     x, w, r = make_case(m, 7168, torch.bfloat16, 25, device="cuda")
     full = run_rmsnorm(x, w, 128, FP8, "col_ue8m0", residual=r)
     for rows in (slice(0, 3), slice(m - 30, m), slice(m // 2, m // 2 + 1)):
@@ -316,7 +316,7 @@ def test_cuda_staged_calls_same_bytes(m, hidden, stages, with_residual, pdl):
 def test_cuda_prefetching_calls_same_bytes(m, hidden, normed, layout):
     """Long one-chunk calls (H = 4096 ... 8192, at least 8 rounds of resident blocks) run the kernel that
     prefetches the next round's rows into L2: a row's bytes equal those of shorter calls, which run
-    clusters of blocks or the plain one-chunk kernel, and the CPU's (SPEC §6.3)."""
+    clusters of blocks or the plain one-chunk kernel, and the CPU's (docs/spec.md §6.3)."""
     x, w, r = make_case(m, hidden, torch.bfloat16, hidden + m, device="cuda")
     full = run_rmsnorm(x, w, 128, FP8, layout, residual=r, with_normed=normed)
     for rows in (slice(0, 1), slice(m - 64, m), slice(m // 2 - 500, m // 2 + 500)):

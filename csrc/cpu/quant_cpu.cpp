@@ -1,8 +1,8 @@
-// C++ CPU implementation of the ops: the math of SPEC §1 and §6.2 written plainly, one group (one
+// C++ CPU implementation of the ops: the math of docs/spec.md §1 and §6.2 written plainly, one group (one
 // row) at a time. It is the reference for devices without CUDA and the oracle the CUDA tests compare
-// against. Bit-exactness with the CUDA kernels (built with --use_fast_math) holds where SPEC §1.1
+// against. Bit-exactness with the CUDA kernels (built with --use_fast_math) holds where docs/spec.md §1.1
 // says so; elsewhere (float-scale codes, fused SiLU in fp16) a rare code may be one step off. The
-// RMSNorm part (SPEC §6.3) uses the kernel's summation order and IEEE steps: the same bytes.
+// RMSNorm part (docs/spec.md §6.3) uses the kernel's summation order and IEEE steps: the same bytes.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/util/BFloat16.h>
@@ -44,7 +44,7 @@ inline float flush_subnormal(float x) {
   return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x;  // zeros stay as they are
 }
 
-// The activation values v of SPEC §1 of one group of n elements (rounded to T exactly where the kernel
+// The activation values v of docs/spec.md §1 of one group of n elements (rounded to T exactly where the kernel
 // rounds); up is null without fused SiLU.
 template <typename T>
 SGLQ_CPU_CLONES void activation(const T* gate, const T* up, int64_t n, float* v) {
@@ -60,7 +60,7 @@ SGLQ_CPU_CLONES void activation(const T* gate, const T* up, int64_t n, float* v)
   }
 }
 
-// The codes of n finite activation values at the reciprocal scale y (SPEC §1).
+// The codes of n finite activation values at the reciprocal scale y (docs/spec.md §1).
 template <typename Q, typename R>
 void encode(const float* v, float y, Q* q, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -82,7 +82,7 @@ Q nan_code() {
   }
 }
 
-// SPEC §1 for one group: codes q[0, group_size) and scale g of the row whose scales start at s_row
+// docs/spec.md §1 for one group: codes q[0, group_size) and scale g of the row whose scales start at s_row
 // (in elements of output_s) from the activation values v. Shared by every op.
 template <typename Q, typename R>
 SGLQ_CPU_CLONES void quantize_group(const QuantParams& p, const float* v, Q* q, int64_t s_row, int64_t g) {
@@ -95,7 +95,7 @@ SGLQ_CPU_CLONES void quantize_group(const QuantParams& p, const float* v, Q* q, 
   int e = 0;
   if (p.scale_kind == ScaleKind::kFloat) {
     s = amax * R::kInvMax;
-    y = R::kMax * (1.0f / amax);  // closest to the kernel's fast-math division (SPEC §1.1)
+    y = R::kMax * (1.0f / amax);  // closest to the kernel's fast-math division (docs/spec.md §1.1)
   } else {
     e = ceil_log2_from_bits(amax * R::kInvMax);
     s = pow2_from_bits(e);
@@ -151,7 +151,7 @@ void quantize_cpu(const QuantParams& p) {
   for_each_row(p.num_rows(), p.hidden, [&](int64_t begin, int64_t end) { quantize_rows<T, Q, R>(p, begin, end); });
 }
 
-// The sum of squares of one row in the order of SPEC §6.3 and the CUDA kernel
+// The sum of squares of one row in the order of docs/spec.md §6.3 and the CUDA kernel
 // (csrc/cuda/rmsnorm_quant.cuh): per 8-element vector an fma chain from +0, then a pairwise tree
 // over the vectors (adjacent pairs first), zeros padding the vector count to a power of two.
 SGLQ_CPU_CLONES float row_sum_of_squares(const float* z, int64_t hidden, std::vector<float>& partial) {
@@ -177,7 +177,7 @@ T round_to(float v) {
   return std::isnan(v) ? T(0x7fff, T::from_bits()) : static_cast<T>(v);
 }
 
-// SPEC §6.2 for rows [begin, end); codes and scales through quantize_group, as v2 on the normed values.
+// docs/spec.md §6.2 for rows [begin, end); codes and scales through quantize_group, as v2 on the normed values.
 template <typename T, typename Q, typename R>
 SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t begin, int64_t end) {
   const QuantParams& p = rp.quant;

@@ -15,39 +15,28 @@
 
 namespace sgl_quant {
 
-#define SGLQ_DECLARE_BOTH_LAYOUTS(GS)                     \
-  SGLQ_FOR_EACH_VARIANT(GS, false, SGLQ_DECLARE_LAUNCHER) \
-  SGLQ_FOR_EACH_VARIANT(GS, true, SGLQ_DECLARE_LAUNCHER)  \
+#define SGLQ_DECLARE_LAUNCHERS(GS)                   \
+  SGLQ_FOR_EACH_VARIANT(GS, SGLQ_DECLARE_LAUNCHER) \
   SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, SGLQ_DECLARE_RMSNORM_LAUNCHER)
-SGLQ_DECLARE_BOTH_LAYOUTS(16)
-SGLQ_DECLARE_BOTH_LAYOUTS(32)
-SGLQ_DECLARE_BOTH_LAYOUTS(64)
-SGLQ_DECLARE_BOTH_LAYOUTS(128)
-SGLQ_DECLARE_BOTH_LAYOUTS(256)
+SGLQ_DECLARE_LAUNCHERS(16)
+SGLQ_DECLARE_LAUNCHERS(32)
+SGLQ_DECLARE_LAUNCHERS(64)
+SGLQ_DECLARE_LAUNCHERS(128)
+SGLQ_DECLARE_LAUNCHERS(256)
 
 const char* built_cuda_archs();  // csrc/ops.cpp: the archs the build holds code for, "sm_90a,sm_100a,compute_90"
 
 namespace {
 
-// Launch shape, adjustable for benchmarking through sgl_quant._C._set_launch_config.
-// Defaults from the launch-shape sweeps on an H200 (benchmark/NOTES.md): a persistent grid of one
-// wave lost ~10% at M=16384 (the warps' DRAM phases line up). `waves` caps only the fused op's two-chunk
-// grids (dense v2 grids have a block per task group, the fused op's one-chunk grids a block per row
-// group, both uncapped): 64 waves, a block per row up to ~33k rows at H=7168, where 16 waves made each
-// block of M=16384 loop over two rows (µs without / with PDL:
-// H=4096 118.8 / 118.0 -> 117.3 / 116.5, H=7168 206.7 / 205.6 -> 205.8 / 204.5; 32 waves alike; smaller
-// M unchanged; session 11). A masked grid is sized for all rows, valid or not, and the blocks beyond
-// the valid rows still read the counts: one wave keeps them few (8 x 512: 4.75 -> 4.45 us; 32 x 256
-// and 256 x 128 lose 3% and 1%, both far inside their targets; 2-4 waves, or blocks of 64-192 threads,
-// no better in session 11).
-struct LaunchTuning {
-  int block_threads = 0;  // 0: automatic (see LaunchOptions)
-  int waves = 64;
-  int masked_waves = 1;
-  int rmsnorm_cluster = 0;  // 0: automatic (auto_rmsnorm_cluster)
-  int rmsnorm_stages = 0;   // 0: automatic (kRmsNormAutoStages), < 0 never
+// The test hook's launch shape (sgl_quant._C._set_launch_config): all zero, automatic, unless a test sets
+// it to check that the bytes do not depend on the launch shape.
+struct LaunchOverride {
+  int block_threads = 0;
+  int waves = 0;
+  int rmsnorm_cluster = 0;
+  int rmsnorm_stages = 0;
 };
-LaunchTuning g_tuning;
+LaunchOverride g_launch_override;
 
 #define SGLQ_CUDA_CHECK(expr)                                                                  \
   do {                                                                                         \
@@ -91,42 +80,36 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
-// One (T, R, GS, SK) of either op family, with the family's remaining axes: v2/DSV4 fused SiLU and
-// masked layout; the fused RMSNorm op the number of chunks per thread (H > 16384: two).
-template <typename T, typename R, int GS, ScaleKind SK>
+// One (T, R, GS) of either op family, with the family's remaining axes. v2/DSV4: fused SiLU, masked layout,
+// and for dense calls the scale store (it decides their task order); masked calls and the fused RMSNorm op
+// handle every scale kind in one kernel, and the latter's launcher picks its schedule itself.
+template <typename T, typename R, int GS>
 cudaError_t launch_variant(const QuantParams& p, const LaunchOptions& o) {
-  const bool masked = p.masked_m != nullptr;
-  if (p.fuse_silu_and_mul) {
-    return masked ? launch_per_token_group_quant<T, R, GS, SK, true, true>(p, o)
-                  : launch_per_token_group_quant<T, R, GS, SK, true, false>(p, o);
+  if (p.masked_m != nullptr) {
+    return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, ScaleStore::kEither, true, true>(p, o)
+                               : launch_per_token_group_quant<T, R, GS, ScaleStore::kEither, false, true>(p, o);
   }
-  return masked ? launch_per_token_group_quant<T, R, GS, SK, false, true>(p, o)
-                : launch_per_token_group_quant<T, R, GS, SK, false, false>(p, o);
+  if (p.scale_kind == ScaleKind::kPackedUE8M0) {
+    return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, ScaleStore::kPacked, true, false>(p, o)
+                               : launch_per_token_group_quant<T, R, GS, ScaleStore::kPacked, false, false>(p, o);
+  }
+  return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, ScaleStore::kFloat, true, false>(p, o)
+                             : launch_per_token_group_quant<T, R, GS, ScaleStore::kFloat, false, false>(p, o);
 }
 
-template <typename T, typename R, int GS, ScaleKind SK>
+template <typename T, typename R, int GS>
 cudaError_t launch_variant(const RmsNormQuantParams& p, const LaunchOptions& o) {
-  return launch_rmsnorm_quant<T, R, GS, SK>(p, o);
-}
-
-template <typename T, typename R, int GS, typename P>
-cudaError_t dispatch_scale_kind(const P& p, ScaleKind kind, const LaunchOptions& o) {
-  switch (kind) {
-    case ScaleKind::kFloat: return launch_variant<T, R, GS, ScaleKind::kFloat>(p, o);
-    case ScaleKind::kFloatUE8M0: return launch_variant<T, R, GS, ScaleKind::kFloatUE8M0>(p, o);
-    case ScaleKind::kPackedUE8M0: return launch_variant<T, R, GS, ScaleKind::kPackedUE8M0>(p, o);
-  }
-  return cudaErrorInvalidValue;
+  return launch_rmsnorm_quant<T, R, GS>(p, o);
 }
 
 template <typename T, typename R, typename P>
 cudaError_t dispatch_group_size(const P& p, const QuantParams& q, const LaunchOptions& o) {
   switch (q.group_size) {
-    case 16: return dispatch_scale_kind<T, R, 16>(p, q.scale_kind, o);
-    case 32: return dispatch_scale_kind<T, R, 32>(p, q.scale_kind, o);
-    case 64: return dispatch_scale_kind<T, R, 64>(p, q.scale_kind, o);
-    case 128: return dispatch_scale_kind<T, R, 128>(p, q.scale_kind, o);
-    case 256: return dispatch_scale_kind<T, R, 256>(p, q.scale_kind, o);
+    case 16: return launch_variant<T, R, 16>(p, o);
+    case 32: return launch_variant<T, R, 32>(p, o);
+    case 64: return launch_variant<T, R, 64>(p, o);
+    case 128: return launch_variant<T, R, 128>(p, o);
+    case 256: return launch_variant<T, R, 256>(p, o);
   }
   return cudaErrorInvalidValue;
 }
@@ -152,12 +135,12 @@ void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable
   o.stream = static_cast<cudaStream_t>(stream);
   o.device = device;
   o.num_sms = info.num_sms;
-  o.block_threads = g_tuning.block_threads;
-  o.waves = q.masked_m != nullptr ? g_tuning.masked_waves : g_tuning.waves;
   o.pdl = enable_pdl && info.sm90;
   o.clusters = info.sm90;
-  o.rmsnorm_cluster = g_tuning.rmsnorm_cluster;
-  o.rmsnorm_stages = g_tuning.rmsnorm_stages;
+  o.block_threads = g_launch_override.block_threads;
+  o.waves = g_launch_override.waves;
+  o.rmsnorm_cluster = g_launch_override.rmsnorm_cluster;
+  o.rmsnorm_stages = g_launch_override.rmsnorm_stages;
   cudaError_t err;
   if (is_bf16(input)) {
     err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
@@ -192,13 +175,12 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
 
 }  // namespace
 
-std::string set_launch_config(int block_threads, int waves, int masked_waves, int rmsnorm_cluster, int rmsnorm_stages) {
+std::string set_launch_config(int block_threads, int waves, int rmsnorm_cluster, int rmsnorm_stages) {
   if (block_threads != 0 && (block_threads < 32 || block_threads > kMaxBlockThreads || block_threads % 32 != 0)) {
     return detail::message("block_threads must be 0 (automatic) or a multiple of 32 in [32, ", kMaxBlockThreads,
                            "], got ", block_threads);
   }
-  if (waves < 1 || waves > 64) return detail::message("waves must be in [1, 64], got ", waves);
-  if (masked_waves < 1 || masked_waves > 64) return detail::message("masked_waves must be in [1, 64], got ", masked_waves);
+  if (waves < 0 || waves > 64) return detail::message("waves must be 0 (automatic) or in [1, 64], got ", waves);
   if (rmsnorm_cluster < 0 || rmsnorm_cluster > kRmsNormMaxCluster) {
     return detail::message("rmsnorm_cluster must be 0 (automatic) or in [1, ", kRmsNormMaxCluster, "], got ",
                            rmsnorm_cluster);
@@ -207,11 +189,7 @@ std::string set_launch_config(int block_threads, int waves, int masked_waves, in
     return detail::message("rmsnorm_stages must be 0 (automatic), -1 (never) or in [1, ", kRmsNormMaxStages, "], got ",
                            rmsnorm_stages);
   }
-  g_tuning.block_threads = block_threads;
-  g_tuning.waves = waves;
-  g_tuning.masked_waves = masked_waves;
-  g_tuning.rmsnorm_cluster = rmsnorm_cluster;
-  g_tuning.rmsnorm_stages = rmsnorm_stages;
+  g_launch_override = {block_threads, waves, rmsnorm_cluster, rmsnorm_stages};
   return "";
 }
 
@@ -220,12 +198,11 @@ std::string device_kernel_problem(int device) {
   return kernel_image_problem_on(device);
 }
 
-void launch_config(int out[5]) {
-  out[0] = g_tuning.block_threads;
-  out[1] = g_tuning.waves;
-  out[2] = g_tuning.masked_waves;
-  out[3] = g_tuning.rmsnorm_cluster;
-  out[4] = g_tuning.rmsnorm_stages;
+void launch_config(int out[4]) {
+  out[0] = g_launch_override.block_threads;
+  out[1] = g_launch_override.waves;
+  out[2] = g_launch_override.rmsnorm_cluster;
+  out[3] = g_launch_override.rmsnorm_stages;
 }
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {

@@ -1,11 +1,11 @@
-// The fused (add +) RMSNorm -> per-token-group 8-bit quantization kernel (SPEC §6).
+// The fused (add +) RMSNorm -> per-token-group 8-bit quantization kernel (docs/spec.md §6).
 //
 // Per row of H elements (T = bf16/fp16, all fp32 steps IEEE, round to nearest even, no flushing):
 //   z_i = float(x_i) + float(r_i), r_i <- T(z_i)       (with residual; else z_i = float(x_i))
 //   ss  = sum of z_i^2 in the fixed order below
 //   inv = 1 / sqrt(ss / H + norm_eps)                  (division, add, sqrt, division)
 //   n_i = T((z_i * inv) * float(w_i))                  (output_normed_i <- n_i)
-//   codes and scales: SPEC §1 on v = float(n), by the v2 per-group code (quantize_words), so they are
+//   codes and scales: §1 on v = float(n), by the v2 per-group code (quantize_words), so they are
 //   the bytes v2 gives for output_normed.
 //
 // The summation order of ss depends on H only (not on M, the launch shape, the group size or the
@@ -15,8 +15,8 @@
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
 // Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
-// with CHUNKS = 2, launch_rmsnorm_quant: H > 16384, and some mid-sized calls of long rows; the team
-// is then the power of two of half the padded chunk count), 16 elements laid out as in v2 so that
+// with CHUNKS = 2, launch_rmsnorm_quant: H > 16384, and long calls of H > 8192; the team is then the
+// power of two of half the padded chunk count), 16 elements laid out as in v2 so that
 // quantize_words applies unchanged: group g = c / L, L = GS / 16 threads per group, lane j = c % L,
 // elements [g*GS + j*8, +8) (vector u1) and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree
 // then falls out of the thread layout, one bit of the vector index at a time: the low log2(L) bits are
@@ -33,43 +33,15 @@
 // clustered kernel, the same sum computed in registers): the bytes are the same for every C
 // (auto_rmsnorm_cluster says when it pays).
 // Threads past the last chunk hold zeros.
-// Staged rows (the kStaged schedule, output_normed calls of 3-5 rounds of resident blocks): one chunk per
-// thread, a block per row, but a grid of resident blocks looping over the rows, each block's next rows
-// copied into its shared memory by the bulk-copy engine while it works on the current one; the same
-// chunks, order and code as above, only the loads read shared memory.
+// Staged rows (kStaged, output_normed calls of 3-5 rounds of resident blocks): one chunk per thread, a
+// block per row, but a grid of resident blocks looping over the rows, each block's next rows copied into
+// its shared memory by the bulk-copy engine while it works on the current one; the same chunks, order and
+// code as above, only the loads read shared memory.
 #pragma once
 
-#include "per_token_group_quant.cuh"
+#include "launch.cuh"
 
 namespace sgl_quant {
-
-// IEEE fp32 steps without flush-to-zero: the build's --use_fast_math (-ftz=true) would flush
-// subnormal operands and results of ordinary fp32 arithmetic, and the CPU implementation does not.
-__device__ __forceinline__ float ieee_add(float a, float b) {
-  float r;
-  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
-__device__ __forceinline__ float ieee_mul(float a, float b) {
-  float r;
-  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
-__device__ __forceinline__ float ieee_fma(float a, float b, float c) {
-  float r;
-  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
-  return r;
-}
-__device__ __forceinline__ float ieee_div(float a, float b) {
-  float r;
-  asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
-__device__ __forceinline__ float ieee_sqrt(float a) {
-  float r;
-  asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(a));
-  return r;
-}
 
 constexpr int kRmsNormSmallTeamBlock = 128;  // block of several small (<= 32 thread) teams
 constexpr int kRmsNormMaxTeam = 1024;
@@ -89,10 +61,7 @@ struct RmsNormKernelArgs {
   int32_t hidden;
   int32_t num_rows;
   int32_t team;    // threads of a block per row: a power of two <= 32, or blockDim.x (a multiple of 32)
-  // The kernel's prologue divides nothing at run time (no integer division sits before the first load).
-  // Probe, H200, session 9 (benchmark/NOTES.md), µs without / with PDL, H=7168: M=1 2.17 / 1.69 -> 2.03 /
-  // 1.58, M=256 4.31 / 3.79 -> 4.09 / 3.66, M=4096 57.9 / 57.3 -> 56.2 / 55.2.
-  // Three small fields in one word: team_log2 (bits 0-7): log2(team) below 32, else 10, so that
+  // Three small fields in one word, so that the prologue divides nothing at run time: team_log2 (bits 0-7): log2(team) below 32, else 10, so that
   // threadIdx.x (< 1024) % and / by it are the thread's index in its team and its row in the block;
   // rows_per_block (8-15): blockDim.x / team (<= 128); cluster (16-23): blocks per row (1: none, else a
   // thread-block cluster of that many; one chunk per thread only).
@@ -109,6 +78,7 @@ struct RmsNormKernelArgs {
   float norm_eps;
   int32_t prefetch_rows;  // kPrefetch kernels: how far ahead a block prefetches rows into L2 (one round)
   int32_t stages;         // kStaged kernels: rows of a block in flight into its shared memory (<= kRmsNormMaxStages)
+  ScaleKind scale_kind;   // fp32 scales (rounded or not) or packed UE8M0 words (quantize_words)
 
   __host__ __device__ int team_log2() const { return static_cast<int>(shape & 0xffu); }
   __host__ __device__ int rows_per_block() const { return static_cast<int>((shape >> 8) & 0xffu); }
@@ -158,8 +128,7 @@ __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
 // The warp sums of a clustered row travel on transaction barriers: every warp writes its sum into every
 // block's shared memory with st.async, which counts its 4 bytes on that block's mbarrier, and a block
 // waits on its own mbarrier only: no cluster-wide barrier per row, and nothing waits for the global
-// stores issued before (a release would). Probe, H200, session 8 (benchmark/NOTES.md): M=1 H=7168 in
-// clusters of 4, µs without / with PDL, 2.40 / 1.93 with barrier.cluster per row -> 2.18 / 1.70.
+// stores issued before (a release would; a barrier.cluster per row made M=1 H=7168 10% slower).
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(count) : "memory");
@@ -232,9 +201,8 @@ __device__ __forceinline__ float butterfly_sum(float v, int from, int to) {
 // 8..32, n <= P; the other lanes +0), but computed by every lane on its own: the P sums read from shared
 // memory with broadcast 16-byte loads (slots from n on taken as +0) and added level by level in
 // registers, v[i] += v[i + stride]. Warp sums are never -0, so the all-zero levels above P change
-// nothing. Clustered rows only: there it saves the shuffles' latency (probe, H200, session 25, µs
-// without / with PDL, H=7168: M=1 1.962 / 1.510 -> 1.924 / 1.469, with output_normed 2.184 / 1.560 ->
-// 2.119 / 1.494), whereas in the whole-block kernel it was slower (M=256 3.80 -> 3.86).
+// nothing. Clustered rows only: there it saves the shuffles' latency (2-4% at M=1, H=7168), whereas in
+// the whole-block kernel it was slower.
 template <int P>
 __device__ __forceinline__ float tree_of_warp_sums(const float* sums, int n) {
   float v[P];
@@ -263,21 +231,19 @@ __device__ __forceinline__ void load_weight(const void* weight, const int (&offs
 
 // How a kernel schedules its rows (rmsnorm_quant_kernel's template argument S; the launcher picks one per
 // call). Each schedule is a kernel of its own: the mere code of a runtime switch rescheduled the one-pass
-// kernel and slowed the small calls (session 13, for the prefetch: M=1 H=7168 1.95 / 1.49 -> 2.03 / 1.58).
+// kernel and slowed the small calls (the prefetch as a switch: M=1 H=7168 4-6% slower).
 enum class RmsNormSchedule : int {
   // One chunk per thread; the grid has a block per row group (or a slice of a block per row: teams of up
   // to 32 chunks), and each block's loop body runs once.
   kOnePass,
-  // Two chunks per thread (rows of more than 16384 elements, some mid-sized calls: launch_rmsnorm_quant);
+  // Two chunks per thread (rows of more than 16384 elements, long calls of H > 8192: launch_rmsnorm_quant);
   // blocks loop over the row groups under a grid of opt.waves rounds of resident blocks.
   kTwoChunks,
   // kOnePass with a block per row, for long calls (kRmsNormPrefetchMinRounds): once the block has read and
   // reduced its row, thread 0 prefetches the x and residual rows of the block that will take this block's
   // place one round of resident blocks later into L2, so that DRAM keeps streaming while the resident
-  // blocks normalize and store. Probe, H200, session 13 (benchmark/NOTES.md), µs without / with PDL,
-  // H=7168 one chunk: M=4096 55.66 / 55.61 -> 53.13 / 52.83, M=16384 215.1 -> 203.3 / 202.9 (issued at
-  // the row's start or two rounds ahead: slower; two-chunk blocks: slower); session 14, as dispatched
-  // against the two-chunk kernel of before: M=4096 56.28 / 55.21 -> 53.32 / 52.87.
+  // blocks normalize and store (M=16384 H=7168: 6% faster; issued at the row's start or two rounds
+  // ahead: slower).
   kPrefetch,
   // kOnePass in thread-block clusters of args.cluster() > 1 blocks sharing a row (SM90+), whose warp sums
   // are added by tree_of_warp_sums.
@@ -291,7 +257,7 @@ enum class RmsNormSchedule : int {
 
 // WAIT_AT_ROW (one-chunk kernels from global memory: kOnePass, kPrefetch, kClustered; the launcher's choice
 // for PDL launches): the PDL wait comes at the row's loads instead of the kernel's top (see there).
-template <typename T, typename R, int GS, ScaleKind SK, RmsNormSchedule S, bool WAIT_AT_ROW = false>
+template <typename T, typename R, int GS, RmsNormSchedule S, bool WAIT_AT_ROW = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   constexpr int kChunks = S == RmsNormSchedule::kTwoChunks ? 2 : 1;  // chunks per thread
   constexpr bool kPrefetch = S == RmsNormSchedule::kPrefetch;
@@ -342,8 +308,6 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     }
   };
 
-  SGLQ_PROBE_BLOCK(0);
-  SGLQ_PROBE_PHASE(0, 0.0f);
   if (cluster > 1 && threadIdx.x == 0) {
     mbar_init(&sums_bar, 1);
     fence_mbar_init();
@@ -359,7 +323,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // the top, unless WAIT_AT_ROW: then at the row, once its addresses are known, so that with PDL the index
   // math and the arguments' constant loads overlap the producer's end (v2's pdl_wait_for_producer_after).
   // Launches without PDL keep it here, where it costs nothing: at the row it lengthened their path to the
-  // first load (probe, H100, session 52, µs without PDL, H=7168: M=64 2.65 -> 2.71, M=256 3.84 -> 3.94).
+  // first load (H100, no PDL, H=7168: M=64 and M=256 2-3% slower).
   if constexpr (!WAIT_AT_ROW) {
     pdl_wait_for_producer();
     pdl_allow_dependents();
@@ -387,9 +351,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     return args.output_normed ? static_cast<T*>(args.output_normed) + row_elems : nullptr;
   };
   // The loop bound is uniform over the cluster, so every warp reaches the shuffles and barriers together.
-  // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (a folded
-  // loop: faster at every M than a grid-stride loop, probe session 11, benchmark/NOTES.md). Two chunks
-  // per thread keep the loop over a capped grid (one pass there was slower: M=1024 H=7168 +0.3 µs).
+  // One chunk per thread: the grid has a block (cluster) per row group, so the body runs once (faster at
+  // every M than a grid-stride loop). Two chunks per thread keep the loop over a capped grid.
   // Clustered launches have a 2-D grid (cluster, row groups): blockIdx.x is the rank. (%clusterid.x is
   // no special register on sm_90: ptxas computes blockIdx.x / cluster in floats from a reciprocal in the
   // driver's constant line 0x140, whose miss then came before the row's loads.)
@@ -407,16 +370,13 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     // pins them there (the compiler would sink them to their use, past the branches between); offsets
     // rather than pointers, so that the stores stay global stores (STG: a pinned pointer made them
     // generic). Their fields sit in the second constant line, read after the loads are issued. Two chunks:
-    // short of registers, they compute them at the stores. Probe, H100, session 49 (benchmark/NOTES.md), µs
-    // without / with PDL, H=7168: M=1 1.890 / 1.441 -> 1.862 / 1.421, M=64 2.666 / 2.237 -> 2.630 / 2.200,
-    // with output_normed M=64 2.839 / 2.390 -> 2.787 / 2.342.
+    // short of registers, they compute them at the stores.
     constexpr bool kStoresEarly = kChunks == 1;
     int64_t row_elems = static_cast<int64_t>(row) * args.hidden, s_offset = 0;
     // A block per row (one chunk, no cluster): the shared-memory addresses of the warp-sum exchange (this
     // warp's slot, this lane's slot to read) are computed there too, so that the exchange after the
-    // reduction is a store, the barrier and a load (same probe, both changes: H=7168 M=256 3.866 / 3.588
-    // -> 3.835 / 3.546, H=4096 M=256 3.034 / 2.598 -> 2.967 / 2.517). Not in the kStaged kernel, where it
-    // was slower (with output_normed, M=1024: 21.14 -> 21.28 µs with PDL).
+    // reduction is a store, the barrier and a load (with the early stores: 1.5-3% at M = 1 ... 256 in both
+    // launch modes, H100). Not in the kStaged kernel, where it was slower.
     constexpr bool kSumsEarly = kStoresEarly && !kClustered && !kStaged;
     uint32_t sum_store = 0, sum_load = 0;
     // output_normed's row (second constant line): two-chunk kernels read the second line at their top
@@ -439,7 +399,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     int offset[kChunks][2];  // element offsets of the chunk's two vectors in the row
     // The weight is loaded with the row, so that its latency hides behind theirs, where registers allow
     // (one chunk: 58 registers; two chunks would spill, so they load it after the reduction).
-    constexpr bool kWeightWithRow = kChunks == 1;  // (loading it late anyway: no faster, probe session 5)
+    constexpr bool kWeightWithRow = kChunks == 1;
     uint4 wv[kChunks][2];
     float a[kChunks], b[kChunks];
 #pragma unroll
@@ -474,7 +434,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       }
       if (cluster > 1 && k == 0) cluster_arrive_relaxed();  // this block has started (see there); once: one pass
       if constexpr (kStoresEarly) {
-        s_offset = scale_byte_offset<SK>(args, task_of(0));
+        s_offset = scale_byte_offset<ScaleStore::kEither>(args, task_of(0));
         asm volatile("" : "+l"(row_elems), "+l"(s_offset));
       }
       if constexpr (kSumsEarly) {
@@ -511,7 +471,6 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       }
     }
 
-    SGLQ_PROBE_PHASE(1, a[0]);
     // ss: the pairwise tree over the vectors (see the header comment).
     float ss = 0.0f;
 #pragma unroll
@@ -560,9 +519,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       }
       if (++stage == args.stages) stage = 0, stage_parity ^= 1;
     }
-    SGLQ_PROBE_PHASE(2, ss);
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(args.hidden)), args.norm_eps)));
-    SGLQ_PROBE_PHASE(3, inv);
     if constexpr (!kNormedRowEarly) normed_row = normed_row_at(row_elems);
 
 #pragma unroll
@@ -588,26 +545,19 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         }
       }
       if constexpr (kStoresEarly) {
-        quantize_words<T, R, GS, SK, 8, true>(args, task_of(k), lane, valid[k], n, s_offset);
+        quantize_words<T, R, GS, ScaleStore::kEither, 8, true>(args, task_of(k), lane, valid[k], n, s_offset);
       } else {
-        quantize_words<T, R, GS, SK>(args, task_of(k), lane, valid[k], n);
+        quantize_words<T, R, GS, ScaleStore::kEither>(args, task_of(k), lane, valid[k], n);
       }
     }
   }
-  SGLQ_PROBE_PHASE(4, 0.0f);
-  SGLQ_PROBE_BLOCK(1);
 }
 
 // Blocks per row when the caller leaves it to us (opt.rmsnorm_cluster == 0): for rows of H >= 4096, a
 // cluster of 4 while the calls' quarter-row blocks fit 2 to an SM (3 for H >= 6144), else one block per
 // row. Quarter rows are small blocks (64-112 threads at H = 4096-7168) that share an SM well; past that
-// one block of the whole row wins without PDL. Since session 26 clustered launches run a kernel of their
-// own (register tree of the warp sums), which made clusters pay more often. Sweep through the launch
-// hook, H200, session 26 (benchmark/NOTES.md, results/probe/h200-2026-12-03-s26-rms-*), µs without /
-// with PDL, 1 -> 2 -> 4 blocks per row: H=7168 M=64 2.94 / 2.35 -> 2.87 / 2.24 -> 2.84 / 2.21, M=80
-// 3.01 / 2.46 -> 3.00 / 2.36 -> 2.92 / 2.30, M=96 3.05 / 2.56 -> 3.08 / 2.45 -> 3.07 / 2.44, M=128
-// 3.26 / 2.69 -> 3.38 / 2.78 -> 3.35 / 3.43; H=4096 M=8 2.21 / 1.63 -> 4: 2.11 / 1.48, M=64 2.50 / 1.95
-// -> 4: 2.51 / 1.92; H=5120 M=1 2.19 / 1.60 -> 4: 2.11 / 1.38; H=2048 M=1 1.84 / 1.24 -> 4: 2.06 / 1.35.
+// one block of the whole row wins (a sweep of 1, 2 and 4 blocks per row over M and H = 2048 ... 7168:
+// clusters of 4 gained 3-14% at M <= 64 with PDL, and lost at H = 2048 and where blocks queue).
 inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
   if (num_chunks < 256) return 1;
   const int64_t quarter_blocks_per_sm = num_chunks >= 384 ? 3 : 2;
@@ -618,20 +568,14 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
 inline int rmsnorm_warps_per_block(int num_chunks, int cluster) { return (num_chunks + 32 * cluster - 1) / (32 * cluster); }
 
 // One-chunk calls prefetch (the kPrefetch kernel) when a block holds one row of H >= 4096 and the grid
-// has at least this many rounds of resident blocks (session 13: H=4096 M=16384, 31 rounds, 118.3 ->
-// 116.9 us; M=4096, 7.8 rounds, not measured to gain).
+// has at least this many rounds of resident blocks (below it, no gain was measured).
 constexpr int kRmsNormPrefetchMinRounds = 8;
 
 // Output_normed calls of 448-512 chunks per row (H = 7168-8192) and more than 3, at most 5 rounds of
-// resident one-chunk blocks (793-1320 rows on an H200) run the kStaged kernel with this many stages
-// (launch_rmsnorm_quant). Sweep, H200, session 36 (benchmark/NOTES.md, results/probe/
-// h200-2026-12-04-s36-*), µs without / with PDL, as dispatched before (two chunks to 4 rounds) against
-// staged with 2 stages: H=7168 M=900 14.60 / 13.86 -> 13.38 / 14.10, M=1024 17.93 / 17.09 -> 16.87 /
-// 16.54, M=1100 20.76 / 20.01 -> 19.59 / 18.83, M=1300 24.34 / 23.66 -> 23.28 / 22.31; H=8192 M=1024
-// 21.64 / 20.87 -> 20.09 / 19.79. 3 stages: alike. Not elsewhere: without output_normed it lost as often
-// as it won (H=7168 M=900 9.94 -> 10.76, M=1024 11.54 -> 10.82), at 3 rounds or fewer it lost (M=512
-// normed 7.27 -> 7.94), and from DRAM it is ~10% slower (M=2048 normed 36.5 -> 38.1, M=16384 203.2 ->
-// 222.1): rows copied by the bulk-copy engine stream slower than the prefetching kernel's loads.
+// resident one-chunk blocks run the kStaged kernel with this many stages (launch_rmsnorm_quant): H100,
+// M=1024 H=7168 with output_normed 11-12% faster than one chunk per thread in both launch modes. Not
+// elsewhere: without output_normed it lost as often as it won, at 3 rounds or fewer it lost, and from DRAM
+// it is ~10% slower (rows copied by the bulk-copy engine stream slower than the prefetching kernel's loads).
 constexpr int kRmsNormAutoStages = 2;
 
 // Lets `kernel` use as much dynamic shared memory as the device allows a block beside the kernel's static
@@ -657,10 +601,10 @@ cudaError_t dynamic_smem_limit(const LaunchOptions& opt, int& limit) {
 // stages: a grid of resident blocks, block b taking rows b, b + grid, ..., balanced so that blocks differ
 // by at most one row. Nothing is launched (`launched` false) where the stages exceed the device's shared
 // memory.
-template <typename T, typename R, int GS, ScaleKind SK>
+template <typename T, typename R, int GS>
 cudaError_t launch_rmsnorm_quant_staged(RmsNormKernelArgs args, int64_t num_rows, int threads, const LaunchOptions& opt,
                                         bool& launched) {
-  constexpr auto staged = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kStaged>;
+  constexpr auto staged = rmsnorm_quant_kernel<T, R, GS, RmsNormSchedule::kStaged>;
   launched = false;
   args.stages = opt.rmsnorm_stages < kRmsNormMaxStages ? opt.rmsnorm_stages : kRmsNormMaxStages;
   // a stage holds a row of x and one of residual (unused without residual)
@@ -680,24 +624,24 @@ cudaError_t launch_rmsnorm_quant_staged(RmsNormKernelArgs args, int64_t num_rows
 }
 
 // The one-chunk kernel of schedule S (kOnePass, kPrefetch, kClustered: from global memory) for a launch
-// with or without PDL: PDL launches wait for the producer at the row (WAIT_AT_ROW). Probe, H100, session
-// 52 (benchmark/NOTES.md), µs with PDL, wait at the top -> at the row, H=7168: M=1 1.44 -> 1.39, M=64
-// 2.23 -> 2.12, M=256 3.57 -> 3.51, M=4096 70.92 -> 70.80; H=4096 M=64 1.95 -> 1.91.
-template <typename T, typename R, int GS, ScaleKind SK, RmsNormSchedule S>
+// with or without PDL: PDL launches wait for the producer at the row (WAIT_AT_ROW: H100, PDL, H=7168,
+// M=1 and 64 3-5% faster than waiting at the top), launches without PDL at the top (at the row: 2-3%
+// slower there).
+template <typename T, typename R, int GS, RmsNormSchedule S>
 auto one_chunk_kernel(bool pdl) {
-  return pdl ? rmsnorm_quant_kernel<T, R, GS, SK, S, true> : rmsnorm_quant_kernel<T, R, GS, SK, S, false>;
+  return pdl ? rmsnorm_quant_kernel<T, R, GS, S, true> : rmsnorm_quant_kernel<T, R, GS, S, false>;
 }
 
 // Launch shape and arguments of one call with CHUNKS chunks per thread (1 for H <= 16384 = 16 *
 // kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS.
-template <typename T, typename R, int GS, ScaleKind SK, int CHUNKS>
+template <typename T, typename R, int GS, int CHUNKS>
 cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const LaunchOptions& requested) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
     return cudaErrorInvalidValue;
   }
   constexpr auto kernel =
-      rmsnorm_quant_kernel<T, R, GS, SK, CHUNKS == 2 ? RmsNormSchedule::kTwoChunks : RmsNormSchedule::kOnePass>;
+      rmsnorm_quant_kernel<T, R, GS, CHUNKS == 2 ? RmsNormSchedule::kTwoChunks : RmsNormSchedule::kOnePass>;
   const LaunchOptions opt = options_for<kernel>(requested);
   const int64_t num_rows = rp.quant.num_rows();
   int team = 1, cluster = 1;
@@ -719,8 +663,8 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   const int rows_per_block = threads / team;
   const int64_t blocks_needed = (num_rows + rows_per_block - 1) / rows_per_block * cluster;
   int64_t grid = blocks_needed;  // one chunk per thread: a block (cluster) per row group, one pass
-  if constexpr (CHUNKS == 2) {    // two: opt.waves rounds of resident blocks, looping over the rows
-    const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt, grid);
+  if constexpr (CHUNKS == 2) {    // two: rounds of resident blocks (64: a block per row up to ~33k rows of 7168)
+    const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt.waves > 0 ? opt.waves : 64, opt, grid);
     if (err != cudaSuccess) return err;
   }
   RmsNormKernelArgs args;
@@ -743,19 +687,20 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.norm_eps = rp.norm_eps;
   args.prefetch_rows = 0;
   args.stages = 0;
+  args.scale_kind = rp.quant.scale_kind;
   if constexpr (CHUNKS == 1) {
     if (cluster > 1) {
-      return launch_kernel(one_chunk_kernel<T, R, GS, SK, RmsNormSchedule::kClustered>(opt.pdl), grid, threads, 0,
+      return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kClustered>(opt.pdl), grid, threads, 0,
                            opt, args, cluster);
     }
     if (opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
       bool launched = false;
-      const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS, SK>(args, num_rows, threads, opt, launched);
+      const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS>(args, num_rows, threads, opt, launched);
       if (err != cudaSuccess || launched) return err;
     }
     // (occupancy of the form without PDL; the row-wait form gets the same register allocation: sm_90a 52 / 52,
     // sm_100a 53 / 50 registers, both 56 allocated)
-    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch>;
+    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, RmsNormSchedule::kPrefetch>;
     if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
       int occupancy = 0;
@@ -764,77 +709,54 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
       const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
       if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
         args.prefetch_rows = static_cast<int32_t>(resident);
-        return launch_kernel(one_chunk_kernel<T, R, GS, SK, RmsNormSchedule::kPrefetch>(opt.pdl), grid, threads, 0, opt,
+        return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kPrefetch>(opt.pdl), grid, threads, 0, opt,
                              args);
       }
     }
     // one block per row group (cluster == 1)
-    return launch_kernel(one_chunk_kernel<T, R, GS, SK, RmsNormSchedule::kOnePass>(opt.pdl), grid, threads, 0, opt, args);
+    return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kOnePass>(opt.pdl), grid, threads, 0, opt, args);
   }
   return launch_kernel(kernel, grid, threads, 0, opt, args);
 }
 
-// Chunks per thread. Two where one block cannot hold the row (H > 16384), and for 8192 < H <= 16384 from
-// 1024 rows on: blocks of half the threads, so that more of them share an SM and overlap one another's
-// barriers (probe, H200, session 6, benchmark/NOTES.md, µs one / two chunks: H=7168 M=1024 13.17 / 11.99,
-// M=16384 217.6 / 207.4, the kernels then). From 8 rounds of resident blocks on, rows of H <= 8192 run
-// one chunk, prefetching (kRmsNormPrefetchMinRounds; session 13, two chunks -> one: H=7168 M=4096 55.90 /
-// 55.15 -> 53.27 / 52.99, H=8192 M=4096 63.2 -> 60.6). Below that, two chunks win only for 7168 <= H <=
-// 8192 (448-512 chunks) in calls of more than 3 and at most 4 rounds of resident one-chunk blocks (793-1056
-// rows on an H200); one chunk is faster elsewhere (at H = 6144 two-chunk blocks leave a quarter of their
-// chunk slots empty: 384 chunks on 256 threads x 2). Sweep, H200, session 34
-// (`rmsnorm_probe cases`), µs without / with PDL, one chunk against two: H=7168 M=792 (3.0 rounds) 8.76 /
-// 8.33 against 9.15 / 8.56, M=900 10.49 / 9.92 against 9.85 / 9.10, M=1024 11.48 / 10.81 against 11.53 /
-// 10.93 (with output_normed 18.24 / 17.50 against 17.84 / 17.04), M=1100 12.78 / 12.18 against 12.91 /
-// 12.21, M=1500 21.53 / 20.85 against 22.55 / 21.51 (session 33), M=600 7.56 / 7.25 against 8.14 / 7.78;
-// H=8192 M=900 11.80 / 11.19 against 11.49 / 10.81; H=6144 M=1024 9.16 / 8.46 against 10.05 / 9.36.
-// Before session 34 two chunks ran for 1024 to 4095 rows of H >= 6144.
-// Staged rows (opt.rmsnorm_stages: 0 automatic, kRmsNormAutoStages above; < 0 never; > 0 forced; SM90+)
-// run one chunk per thread.
-template <typename T, typename R, int GS, ScaleKind SK>
+// Chunks per thread: two where one block cannot hold the row (H > 16384), and for rows of more than 512
+// chunks (H > 8192) in calls of at least 8 rows per SM: blocks of half the threads, so that more of them
+// share an SM and overlap one another's barriers. One elsewhere. Output_normed calls of 448-512 chunks and
+// 3-5 rounds of resident one-chunk blocks run the staged kernel (kRmsNormAutoStages); the hook's
+// rmsnorm_stages forces (> 0) or forbids (< 0) it.
+template <typename T, typename R, int GS>
 cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   const int64_t num_rows = rp.quant.num_rows();
   LaunchOptions o = opt;
-  bool two_chunks = num_chunks > kRmsNormMaxTeam || (num_chunks > 512 && num_rows >= 1024);
-  // (a round holds at least num_sms rows: calls of at most 3 * num_sms rows run one chunk without the query)
-  if (num_chunks >= 448 && num_chunks <= 512 && num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
+  // (a round holds at least num_sms rows: calls of at most 3 * num_sms rows need no occupancy query)
+  if (o.rmsnorm_stages == 0 && o.clusters && rp.output_normed != nullptr && num_chunks >= 448 && num_chunks <= 512 &&
+      num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
     int occupancy = 0;  // of the one-chunk kernel that such a call would run: a block per row (team >= 32)
     const int threads = rmsnorm_warps_per_block(num_chunks, 1) * 32;
-    constexpr auto one_pass = rmsnorm_quant_kernel<T, R, GS, SK, RmsNormSchedule::kOnePass>;
+    constexpr auto one_pass = rmsnorm_quant_kernel<T, R, GS, RmsNormSchedule::kOnePass>;
     const cudaError_t err = resident_blocks_per_sm<one_pass>(threads, 0, opt, occupancy);
     if (err != cudaSuccess) return err;
     const int64_t round = static_cast<int64_t>(opt.num_sms) * occupancy;
-    const bool past_three_rounds = num_rows > 3 * round;
-    two_chunks = past_three_rounds && num_rows <= 4 * round;
-    if (o.rmsnorm_stages == 0 && o.clusters && rp.output_normed != nullptr && past_three_rounds && num_rows <= 5 * round) {
-      o.rmsnorm_stages = kRmsNormAutoStages;
-    }
+    if (num_rows > 3 * round && num_rows <= 5 * round) o.rmsnorm_stages = kRmsNormAutoStages;
   }
-  if (o.rmsnorm_stages > 0 && o.clusters && num_chunks <= kRmsNormMaxTeam) two_chunks = false;  // (SM90 code)
-  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, SK, 2>(rp, o)
-                    : launch_rmsnorm_quant_kernel<T, R, GS, SK, 1>(rp, o);
+  const bool staged = o.rmsnorm_stages > 0 && o.clusters;  // (SM90 code)
+  const bool two_chunks = num_chunks > kRmsNormMaxTeam ||
+                          (!staged && num_chunks > 512 && num_rows >= 8 * static_cast<int64_t>(opt.num_sms));
+  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, 2>(rp, o) : launch_rmsnorm_quant_kernel<T, R, GS, 1>(rp, o);
 }
 
-// Every variant of one group size: {bf16, fp16} x {fp8, int8} x {3 scale kinds} (each with its one- and
-// two-chunk kernels).
-#define SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, X)               \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloat)        \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kFloatUE8M0)   \
-  X(__nv_bfloat16, Fp8Range, GS, ScaleKind::kPackedUE8M0)  \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloat)       \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kFloatUE8M0)  \
-  X(__nv_bfloat16, Int8Range, GS, ScaleKind::kPackedUE8M0) \
-  X(__half, Fp8Range, GS, ScaleKind::kFloat)               \
-  X(__half, Fp8Range, GS, ScaleKind::kFloatUE8M0)          \
-  X(__half, Fp8Range, GS, ScaleKind::kPackedUE8M0)         \
-  X(__half, Int8Range, GS, ScaleKind::kFloat)              \
-  X(__half, Int8Range, GS, ScaleKind::kFloatUE8M0)         \
-  X(__half, Int8Range, GS, ScaleKind::kPackedUE8M0)
+// Every variant of one group size: {bf16, fp16} x {fp8, int8} (either scale store; each with its kernels
+// of every schedule).
+#define SGLQ_FOR_EACH_RMSNORM_VARIANT(GS, X) \
+  X(__nv_bfloat16, Fp8Range, GS)             \
+  X(__nv_bfloat16, Int8Range, GS)            \
+  X(__half, Fp8Range, GS)                    \
+  X(__half, Int8Range, GS)
 
-#define SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK) \
-  cudaError_t launch_rmsnorm_quant<T, R, GS, SK>(const RmsNormQuantParams&, const LaunchOptions&);
-#define SGLQ_INSTANTIATE_RMSNORM_LAUNCHER(T, R, GS, SK) template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK)
-#define SGLQ_DECLARE_RMSNORM_LAUNCHER(T, R, GS, SK) extern template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS, SK)
+#define SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS) \
+  cudaError_t launch_rmsnorm_quant<T, R, GS>(const RmsNormQuantParams&, const LaunchOptions&);
+#define SGLQ_INSTANTIATE_RMSNORM_LAUNCHER(T, R, GS) template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS)
+#define SGLQ_DECLARE_RMSNORM_LAUNCHER(T, R, GS) extern template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS)
 
 }  // namespace sgl_quant

@@ -1,21 +1,19 @@
-"""Register budget and PDL load order of every CUDA kernel variant, from ptxas and the SASS (no GPU
-needed; ~6 s per file and arch).
+"""Register budget and PDL load order of every CUDA kernel, from ptxas and the SASS (no GPU needed).
 
-The performance work of benchmark/NOTES.md rests on two register counts: plain quantization at
-<= 32 registers (2048 resident threads per SM: the memory-bound large calls need full occupancy) and
-fused SiLU at <= 40 (its launch bounds; 75% occupancy, SiLUs overlapping within a thread). The fused
-RMSNorm kernels (one row per block of up to 1024 threads) must not spill within their launch bounds
-(64 registers). A change that spills or crosses a bound would slow the kernels without failing any
-CPU test, so CI compiles every instantiation file with `ptxas -v` and checks them all.
+The kernels' speed rests on two register counts: plain v2 quantization at <= 32 registers (2048 resident
+threads per SM: the memory-bound large calls need full occupancy) and fused SiLU at <= 40 (its launch
+bounds; SiLUs overlapping within a thread). The fused RMSNorm kernels (one row per block of up to 1024
+threads) must not spill within their launch bounds (64 registers). A change that spills or crosses a
+bound would slow the kernels without failing any CPU test, so CI compiles every instantiation file with
+`ptxas -v` and checks every kernel, and counts them (docs/design.md: the kernel budget).
 
-PDL: a kernel launched with programmatic dependent launch runs while its producer still writes, so
-every 128-bit load (input, weight) must come after `griddepcontrol.wait` (SASS ACQBULK) on every path,
-and no load may use the read-only path (ld.global.nc, SASS LDG...CONSTANT), which ptxas is free to move
-above the wait (it did so once: benchmark/NOTES.md session 18). A race there would show as wrong bytes
-only now and then on a GPU; the SASS shows it always. The no-PDL kernels (dense_no_pdl_kernel,
-masked_no_pdl_kernel) are launched only without PDL (their producer has finished), so they have no
-wait; for them only the read-only-path rule applies. Needs cuobjdump (the CUDA toolkit's,
-or the copy that ships with Triton).
+PDL: a kernel launched with programmatic dependent launch runs while its producer still writes, so every
+128-bit load (input, weight, residual) must come after `griddepcontrol.wait` (SASS ACQBULK) on every
+path, and no load may use the read-only path (ld.global.nc, SASS LDG...CONSTANT), which ptxas is free
+to move above the wait. A race there would show as wrong bytes only now and then on a GPU; the SASS
+shows it always. The no-PDL kernels (dense_no_pdl_kernel, masked_no_pdl_kernel) are launched only without
+PDL (their producer has finished), so they have no wait; for them only the read-only-path rule applies. Needs cuobjdump (the CUDA toolkit's, or the copy
+that ships with Triton).
 
     python scripts/ci/check_kernel_resources.py [--arch 90a --arch 100a]
 """
@@ -37,14 +35,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
-# kernels per instantiation file: v2 dense, v2 masked, RMSNorm
-KERNELS_PER_FILE = {"dense": 24, "masked": 24, "rmsnorm": 96}
+# Kernels per instantiation file, by kernel name, each over {bf16, fp16} x {fp8, int8}: v2_gs*.cu, the
+# general kernel (dense: {fp32, packed scales} x {plain, SiLU}; masked: {plain, SiLU}), the no-PDL kernels
+# (dense: {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed});
+# rmsnorm_gs*.cu: 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms).
+KERNELS_PER_FILE = {
+    "v2": {"per_token_group_quant_kernel": 24, "dense_no_pdl_kernel": 16, "masked_no_pdl_kernel": 8,
+           "small_call_quant_kernel": 8},
+    "rmsnorm": {"rmsnorm_quant_kernel": 32},
+}
+MAX_KERNELS_PER_ARCH = 500  # the budget (docs/design.md)
 # rmsnorm_quant.cuh's RmsNormSchedule, by value
 RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged"]
-# and in each v2 file the kernels for launches without PDL (dense_no_pdl_kernel, masked_no_pdl_kernel)
-NO_PDL_KERNELS_PER_FILE = 24
-# and in each dense file the small-call kernels: {bf16, fp16} x {fp8, int8} x 3 scale kinds (plain bound)
-SMALL_CALL_KERNELS_PER_FILE = 12
 # The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
 FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
          "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
@@ -157,52 +159,37 @@ def main(argv=None):
     archs = args.arch or ["90a", "100a"]
     nvcc = str(Path(find_cuda_home()) / "bin" / "nvcc")
     cuobjdump = find_cuobjdump()
-    sources = sorted((ROOT / "csrc" / "cuda").glob("instantiate_gs*.cu"))
+    sources = sorted((ROOT / "csrc" / "cuda").glob("v2_gs*.cu")) + sorted((ROOT / "csrc" / "cuda").glob("rmsnorm_gs*.cu"))
     jobs = [(s, a) for s in sources for a in archs]
     with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(max_workers=2) as pool:
         reports = list(pool.map(lambda job: compile_and_report(nvcc, cuobjdump, *job, workdir), jobs))
 
-    errors, worst, pdl_checked = [], {}, 0
+    errors, worst, pdl_checked, per_arch = [], {}, 0, {}
     for (source, arch), (rows, sass) in zip(jobs, reports):
-        layout = re.search(r"_(dense|masked|rmsnorm)\.cu$", source.name).group(1)
-        family = "rmsnorm_quant_kernel" if layout == "rmsnorm" else "per_token_group_quant_kernel"
-        kernels = [r for r in rows if family in r[0]]
-        # v2: {bf16, fp16} x {fp8, int8} x 3 scale kinds x {plain, SiLU}, one layout per file, each of them
-        # also as the layout's no-PDL kernel;
-        # RMSNorm: {bf16, fp16} x {fp8, int8} x 3 scale kinds x 8 kernels: 5 schedules (RMSNORM_SCHEDULES), and
-        # the three one-chunk schedules from global memory again with WAIT_AT_ROW (for PDL launches)
-        expected = KERNELS_PER_FILE[layout]
-        if len(kernels) != expected:
-            errors.append(f"{source.name} sm_{arch}: {len(kernels)} kernels in the ptxas report, expected {expected}")
-        if layout == "dense":
-            small = [r for r in rows if "small_call_quant_kernel" in r[0]]
-            if len(small) != SMALL_CALL_KERNELS_PER_FILE:
-                errors.append(f"{source.name} sm_{arch}: {len(small)} small-call kernels in the ptxas report, "
-                              f"expected {SMALL_CALL_KERNELS_PER_FILE}")
-            kernels += small
-        if layout != "rmsnorm":
-            no_pdl_kernels = [r for r in rows if f"{layout}_no_pdl_kernel" in r[0]]
-            if len(no_pdl_kernels) != NO_PDL_KERNELS_PER_FILE:
-                errors.append(f"{source.name} sm_{arch}: {len(no_pdl_kernels)} no-PDL kernels in the ptxas report, "
-                              f"expected {NO_PDL_KERNELS_PER_FILE}")
-            kernels += no_pdl_kernels
-        for name, regs, spills in kernels:
+        family = source.name.split("_gs")[0]
+        per_arch[arch] = per_arch.get(arch, 0) + len(rows)
+        for kernel, expected in KERNELS_PER_FILE[family].items():
+            found = sum(kernel in name for name, _, _ in rows)
+            if found != expected:
+                errors.append(f"{source.name} sm_{arch}: {found} {kernel}s in the ptxas report, expected {expected}")
+        for name, regs, spills in rows:
             no_pdl = "_no_pdl_kernel" in name  # launched only without PDL
             if "small_call_quant_kernel" in name:
-                key, bound = (arch, "plain small-call", "dense"), MAX_REGISTERS[False]
-            elif family == "rmsnorm_quant_kernel":
-                # template arguments S (RmsNormSchedule, in the order of its declaration) and WAIT_AT_ROW
-                flags = re.search(r"RmsNormScheduleE(\d)ELb([01])EEEvNS_", name)
+                key, bound = (arch, "v2 small-call"), MAX_REGISTERS[False]
+            elif "rmsnorm_quant_kernel" in name:
+                # template arguments S (RmsNormSchedule, by value) and WAIT_AT_ROW
+                flags = re.search(r"RmsNormScheduleE(\d)ELb([01])EEEv", name)
                 kind = f"RMSNorm {RMSNORM_SCHEDULES[int(flags.group(1))]}" + (", row wait" if flags.group(2) == "1" else "")
-                key, bound = (arch, kind, ""), MAX_RMSNORM_REGISTERS
+                key, bound = (arch, kind), MAX_RMSNORM_REGISTERS
             elif no_pdl:
-                silu = re.search(r"ELb([01])EEEvNS_9NoPdlArgs", name).group(1) == "1"  # template argument SILU
-                masked = "masked_no_pdl_kernel" in name
-                key, bound = (arch, "fused SiLU" if silu else "plain", "masked" if masked else "dense"), MAX_REGISTERS[silu]
+                silu = re.search(r"ELb([01])EEEvNS_\d+(Dense|Masked)NoPdlArgs", name).group(1) == "1"  # template argument SILU
+                layout = "masked" if "masked_no_pdl_kernel" in name else "dense"
+                key, bound = (arch, f"v2 {layout} no-PDL {'fused SiLU' if silu else 'plain'}"), MAX_REGISTERS[silu]
             else:
-                flags = re.search(r"ELb([01])ELb([01])EEEv", name)  # template arguments SILU, MASKED
+                flags = re.search(r"ELb([01])ELb([01])EEEvNS_10KernelArgs", name)  # template arguments SILU, MASKED
                 silu, masked = flags.group(1) == "1", flags.group(2) == "1"
-                key, bound = (arch, "fused SiLU" if silu else "plain", "masked" if masked else "dense"), MAX_REGISTERS[silu]
+                kind = f"v2 {'masked' if masked else 'dense'} {'fused SiLU' if silu else 'plain'}"
+                key, bound = (arch, kind), MAX_REGISTERS[silu]
             worst[key] = (max(worst.get(key, (0, 0))[0], regs), bound)
             if spills:
                 errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
@@ -216,18 +203,20 @@ def main(argv=None):
             pdl_checked += name in sass
             if name not in sass:
                 errors.append(f"{source.name} sm_{arch} {name}: not in the cubin's SASS")
-            for address, text in [] if no_pdl else early[:2]:  # no-PDL kernels have no wait to come after
+            for address, text in [] if no_pdl else early[:2]:  # the no-PDL kernels have no wait to come after
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} can run before the PDL wait")
             for address, text in read_only[:2]:
                 errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
-    for (arch, kind, layout), (regs, bound) in sorted(worst.items()):
-        print(f"sm_{arch} {kind:>35} {layout:>6}: at most {regs} registers (bound {bound})")
+    for arch, count in sorted(per_arch.items()):
+        if count > MAX_KERNELS_PER_ARCH:
+            errors.append(f"sm_{arch}: {count} kernels, more than the budget of {MAX_KERNELS_PER_ARCH}")
+    for (arch, kind), (regs, bound) in sorted(worst.items()):
+        print(f"sm_{arch} {kind:>30}: at most {regs} registers (bound {bound})")
+    counts = ", ".join(f"sm_{arch} {count}" for arch, count in sorted(per_arch.items()))
     return finish("kernel resources", errors,
-                  f": {len(sources)} files x {len(archs)} archs, "
-                  f"{KERNELS_PER_FILE['dense']} + {SMALL_CALL_KERNELS_PER_FILE} + {NO_PDL_KERNELS_PER_FILE} (v2 dense, "
-                  f"small-call, no-PDL), {KERNELS_PER_FILE['masked']} + {NO_PDL_KERNELS_PER_FILE} (v2 masked, no-PDL) or "
-                  f"{KERNELS_PER_FILE['rmsnorm']} (RMSNorm) kernels each, no spills; {pdl_checked} kernels' SASS: every "
-                  f"128-bit load after the PDL wait (but in the no-PDL kernels), no .nc loads")
+                  f": {len(sources)} files x {len(archs)} archs, kernels per arch: {counts} (budget "
+                  f"{MAX_KERNELS_PER_ARCH}), no spills; {pdl_checked} kernels' SASS: every 128-bit load after the "
+                  f"PDL wait (but in the no-PDL kernels), no .nc loads")
 
 
 if __name__ == "__main__":

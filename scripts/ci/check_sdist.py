@@ -6,8 +6,9 @@
 platform), and packagers build and test from it. Checks: it holds every tracked file that the build and
 the tests need (MANIFEST.in: csrc/, sgl_quant/, tests/ with the golden data, the build scripts) and no
 build output; unpacked elsewhere, the CPU implementation builds from it (SGL_QUANT_CPU_ONLY=1: the
-CUDA objects are the same sources, compiled by `make test`) and the test suite passes there, against
-that build. Uses the running Python's torch, setuptools and ninja (the build venv's). --out DIR keeps
+CUDA objects are the same sources, compiled by `make test`) and the tests pass there, against that build
+(the files named in SGL_QUANT_CI_TESTS, space-separated paths such as tests/test_golden.py, or the whole
+suite). Uses the running Python's torch, setuptools and ninja (the build venv's). --out DIR keeps
 the sdist there (`make sdist-check` then builds it again at the oldest torch and CPython supported).
 """
 import argparse
@@ -75,7 +76,8 @@ def main():
             if not where.startswith(str(src)):
                 errors.append(f"the tests would import sgl_quant from {where!r}, not from the sdist's build")
             else:
-                rc, tests = run([sys.executable, "-m", "pytest", "tests", "-q", "-x", "-p", "no:cacheprovider"], src, env)
+                selected = os.environ.get("SGL_QUANT_CI_TESTS", "tests").split()
+                rc, tests = run([sys.executable, "-m", "pytest", *selected, "-q", "-x", "-p", "no:cacheprovider"], src, env)
                 if rc:
                     errors.append("the test suite fails in the unpacked sdist")
         return finish("sdist check", errors, f": {sdist.name}, {len(members)} files; the CPU build from it: {tests}")

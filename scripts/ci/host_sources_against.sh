@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compiles the extension's host sources (csrc/*.cpp, csrc/cpu/*.cpp), syntax only, against the headers
 # of another torch wheel. TORCH_TARGET_VERSION keeps newer stable-ABI calls out of the build, but not
-# newer header-only C++ (session 27: HeaderOnlyArrayRef's operator==, absent from 2.11's headers, broke
-# the source build there while the wheel built against 2.14.1 loaded fine). A source build must work
+# newer header-only C++ (HeaderOnlyArrayRef's operator==, absent from 2.11's headers, once broke the
+# source build there while the wheel built against 2.14.1 loaded fine). A source build must work
 # with the oldest torch the wheel supports too. Needs only a C++ compiler and the wheel file.
 #   scripts/ci/host_sources_against.sh build/torch-wheels/torch-2.11.0-*.whl
 set -euo pipefail

@@ -1,6 +1,6 @@
 """Smoke test of an installed sgl_quant (run by `make wheel-check` in a fresh virtual environment,
 from outside the source tree): import, build_info(), one CPU call of each op and public wrapper
-checked against the SPEC math, and the CPU golden selftest."""
+checked against the docs/spec.md math, and the CPU golden selftest."""
 import os
 import subprocess
 import sys

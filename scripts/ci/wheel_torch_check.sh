@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs one sgl_quant wheel next to one torch in a fresh virtual environment and tests it there,
 # from outside the source tree: the smoke test (import, build_info, one call per op, CPU golden
-# selftest) and the whole CPU test suite (a copy of tests/; GPU tests skip without a device).
+# selftest) and the CPU tests (a copy of tests/; GPU tests skip without a device): the files named in
+# SGL_QUANT_CI_TESTS (relative to the repository, e.g. "tests/test_golden.py tests/test_errors.py"), or
+# the whole suite.
 #
 #   [PYTHON=python3.10] scripts/ci/wheel_torch_check.sh WHEEL TORCH_VERSION VENV [lean [EXTRA...]]
 #
@@ -77,5 +79,5 @@ cd "$work"
 echo "== $("$venv/bin/python" -c 'import platform, torch; print("CPython", platform.python_version(), "+ torch", torch.__version__)') + $(basename "$wheel")"
 "$venv/bin/python" -c "import sgl_quant; print('sgl_quant from', sgl_quant.__file__)"
 "$venv/bin/python" "$root/scripts/ci/wheel_smoke.py"
-"$venv/bin/python" -m pytest tests -q -p no:cacheprovider -x
+"$venv/bin/python" -m pytest ${SGL_QUANT_CI_TESTS:-tests} -q -p no:cacheprovider -x
 rm -rf "$work"

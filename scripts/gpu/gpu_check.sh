@@ -1,21 +1,19 @@
 #!/usr/bin/env bash
 # One GPU run: the extension (built here, or a wheel built elsewhere), info, the whole test suite (GPU
 # tests included), compute-sanitizer (memcheck + racecheck) over a representative subset, the masked
-# PDL re-read check (redo), optionally ncu, and the benchmarks. Logs go to $OUT (default ./gpu_out);
+# counts race under PDL (redo), optionally ncu, and the benchmarks. Logs go to $OUT (default ./gpu_out);
 # a short summary is printed last. Uses the machine's python3 and torch (no installs from an index).
 #
 #   scripts/gpu/gpu_check.sh            # everything, building the extension here
 #   STEPS="wheel tests sanitizer redo bench" WHEEL=wheelhouse/sgl_quant-*.whl scripts/gpu/gpu_check.sh
-#   STEPS="build bench" scripts/gpu/gpu_check.sh
 #   STEPS="build tests bench" TEST_FILES="test_golden" BENCH_ARGS="--quick" scripts/gpu/gpu_check.sh
-#   STEPS="wheel tests bench" BENCHES=rms ...   # only the fused op's benchmark
+#   STEPS="build results" scripts/gpu/gpu_check.sh   # benchmark/results/<gpu model>/ anew
 #   STEPS="build ncu" NCU_CASE=masked scripts/gpu/gpu_check.sh
-#   PACK_OUTPUTS=1 OUT=$OUT/gc scripts/gpu/gpu_check.sh   # two files back (summary.txt, outputs.tgz): room for others
-#   REQUIRE_GPU=H200 scripts/gpu/gpu_check.sh   # exits 3 at once on any other GPU
+#   PACK_OUTPUTS=1 OUT=$OUT/gc scripts/gpu/gpu_check.sh   # two files back (summary.txt, outputs.tgz)
 # Step "wheel" instead of "build": `pip install --no-deps` of the given wheel (e.g. the one `make wheel`
-# made on a machine without a GPU, with another Python and torch: the stable ABI's promise) into a
-# folder of its own; every later step then imports sgl_quant from there, running from a copy of tests/
-# outside the source tree (where the tree's sgl_quant/ would shadow it).
+# made on a machine without a GPU, with another Python and torch: the stable ABI's promise) into a folder
+# of its own; every later step then imports sgl_quant from there, running from a copy of tests/ outside the
+# source tree (where the tree's sgl_quant/ would shadow it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -29,8 +27,7 @@ NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: 
 BENCH_ARGS=${BENCH_ARGS:-}
 # BENCHES: which benchmarks step "bench" runs: v2 (bench_per_token_group_quant.py), rms (bench_rmsnorm_quant.py),
 # host (bench_host_overhead.py: host time per eager call)
-# TEST_FILES: which tests/<name>.py files step "tests" runs; default every one (a list here missed the files
-# added after it: test_fp8_bits' GPU case went unrun in session 43's plan)
+# TEST_FILES: which tests/<name>.py files step "tests" runs; default every one
 TEST_FILES=${TEST_FILES:-$(cd tests && ls test_*.py | sed 's/\.py$//' | tr '\n' ' ')}
 summary=()
 t_start=$(date +%s)
@@ -45,15 +42,6 @@ step() {  # step NAME TIMEOUT LOG CMD...
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >"$OUT/summary.txt" 2>&1
-# REQUIRE_GPU=H200: run nothing unless the GPU's name contains it (a call that asks for an H200 may get an
-# H100; this way such a call costs only the machine's start, and the check waits for a later one). The name
-# is the first field of the query's first row, under its header (no row: no nvidia-smi, no GPU).
-gpu_name=$(awk -F', ' 'NR == 2 && /,/ { print $1 }' "$OUT/summary.txt")
-if [[ -n ${REQUIRE_GPU:-} && $gpu_name != *"$REQUIRE_GPU"* ]]; then
-  echo "GPU is '${gpu_name:-none}', not $REQUIRE_GPU (REQUIRE_GPU): nothing run" | tee -a "$OUT/summary.txt"
-  exit 3
-fi
-
 WORK=$ROOT  # where python runs: the tree (editable build), or a folder outside it (wheel)
 if [[ " $STEPS " == *" build "* ]]; then
   step build 600 "$OUT/build.log" $PY -m pip install --no-build-isolation --no-deps -v -e . || tail -40 "$OUT/build.log"
@@ -68,11 +56,10 @@ fi
 (cd "$WORK" && $PY -m sgl_quant info) >>"$OUT/summary.txt" 2>&1
 
 if [[ " $STEPS " == *" tests "* ]]; then
-  # With pytest-xdist (there on the H200 image) TEST_WORKERS processes share the GPU and the CPU reference
+  # With pytest-xdist (there on the device image) TEST_WORKERS processes share the GPU and the CPU reference
   # work. TEST_RUN=one (default): every file in one pytest run, the workers started once (each run pays
-  # ~10 s of worker start-up: 15 runs, one per file, took 373 s in session 46; one run 98-104 s in
-  # session 47), a line per file from its JUnit XML; xdist replaces a worker that crashes and fails its
-  # test. If that run ends otherwise than passed/failed (a hang past its timeout, an internal error), or
+  # ~10 s of worker start-up), a line per file from its JUnit XML; xdist replaces a worker that crashes and
+  # fails its test. If that run ends otherwise than passed/failed (a hang past its timeout, an internal error), or
   # with TEST_RUN=files, one run per file, so that one file cannot hide the others' results.
   t0=$(date +%s); : >"$OUT/tests.log"
   xdist=$($PY -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
@@ -109,16 +96,18 @@ if [[ " $STEPS " == *" sanitizer "* ]]; then
     echo "== memcheck fuzz"; (cd "$WORK" && SGLQ_FUZZ_CALLS=400 timeout 300 "$SAN" --tool memcheck --error-exitcode 3 \
       $PY -m pytest tests/test_fuzz_args.py -q -k cuda -p no:cacheprovider); echo "rc=$?"
   } >"$OUT/tools.log" 2>&1
-  # the subset's own verdict too (launches, mismatches), or its exception: rc=1 alone hid one (session 37)
+  # the subset's own verdict too (launches, mismatches), or its exception: rc=1 alone would hide it
   summary+=("sanitizer  $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY|^sanitize_subset:|Error:|[0-9]+ (passed|failed)' "$OUT/tools.log" | tr '\n' ' ')")
 fi
 
 if [[ " $STEPS " == *" redo "* ]]; then
   # masked counts rewritten by a producer that is still running when the kernel starts under PDL: the
-  # kernel's early read of the counts is wrong and it must start over (scripts/probe/latency_probe.cu, redo)
-  # (the guessed first task's loads stay in bounds: memcheck runs it too)
-  step redo 300 "$OUT/redo.log" bash -c "scripts/probe/build_probe.sh /tmp/latency_probe && /tmp/latency_probe redo &&
-    $SAN --tool memcheck --error-exitcode 3 /tmp/latency_probe redo"
+  # kernel's early read of the counts is wrong and it must start over (tests/cuda/masked_counts_under_pdl.cu;
+  # memcheck too: the guessed first task's loads must stay in bounds)
+  NVCC=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc | head -1)
+  step redo 300 "$OUT/redo.log" bash -c "$NVCC -O3 -std=c++17 --use_fast_math -gencode arch=compute_90a,code=sm_90a \
+    -I csrc tests/cuda/masked_counts_under_pdl.cu -o /tmp/masked_counts_under_pdl && /tmp/masked_counts_under_pdl &&
+    $SAN --tool memcheck --error-exitcode 3 /tmp/masked_counts_under_pdl"
   summary+=("redo       $(grep -c 'same bytes' "$OUT/redo.log") of 4 same bytes; $(grep -m1 'ERROR SUMMARY' "$OUT/redo.log")")
 fi
 
@@ -141,6 +130,10 @@ if [[ " $STEPS " == *" bench "* ]]; then
   [[ " $BENCHES " == *" host "* ]] &&
     step bench-host 120 "$OUT/bench_host.log" $PY benchmark/bench_host_overhead.py --out "$OUT/host"
 fi
+if [[ " $STEPS " == *" results "* ]]; then
+  step results 600 "$OUT/results.log" $PY benchmark/results.py
+  summary+=("results    $(tail -1 "$OUT/results.log")")
+fi
 
 failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log" | head -20)
 
@@ -153,8 +146,7 @@ failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log
 } | tee -a "$OUT/summary.txt"
 # At most 8 files come back from the device machine: the logs (and the host benchmark's files, whose table
 # is in the summary) travel as one archive, logs.tgz. That leaves summary.txt, logs.tgz and the two
-# benchmarks' JSON, plot and table: 8 already, so a call that writes files of its own beside this OUT (an
-# A/B's logs) loses some (session 51). PACK_OUTPUTS=1: everything but summary.txt in one archive,
+# benchmarks' JSON, plot and table: 8 already. PACK_OUTPUTS=1: everything but summary.txt in one archive,
 # outputs.tgz (unpack it here: tar xzf outputs.tgz).
 if [[ -n ${PACK_OUTPUTS:-} ]]; then
   archive=outputs.tgz packed=$(cd "$OUT" && ls -A | grep -vx summary.txt)

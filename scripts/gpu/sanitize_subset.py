@@ -9,7 +9,7 @@ blocks looping over rows with 1 and 2 stages). Exits non-zero if any result diff
 
 `--cpu` makes every call on the CPU instead (CI, tests/test_cpu_ops.py): the comparisons are then trivial,
 but every call of the subset is checked to be a valid API call before device time is spent on it (an
-invalid one once ended both sanitizer runs early: benchmark/NOTES.md, session 37)."""
+invalid one ends both sanitizer runs early)."""
 import itertools
 import sys
 
@@ -28,7 +28,7 @@ def same(a, b):
 def fused_same_as_cpu(device, rows, h, seed, group_size=128, with_residual=True, **kw):
     """One fused (add +) RMSNorm -> quant call (bf16 -> fp8, `kw` the wrapper's flags) on `device` and on
     the CPU: normed (if asked) and residual (if given) the same bytes, and so are codes and scales on the
-    UE8M0 paths (elsewhere the two may differ by the one step SPEC §1.1 allows)."""
+    UE8M0 paths (elsewhere the two may differ by the one step docs/spec.md §1.1 allows)."""
     x = make_input((rows, h), torch.bfloat16, seed=seed)
     w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
     r = make_input((rows, h), torch.bfloat16, seed=seed + 1) if with_residual else None

@@ -1,7 +1,0 @@
-// Kernel variants of the fused RMSNorm op for group size 16 (one file per group size and family,
-// so that ninja compiles them in parallel).
-#include "rmsnorm_quant.cuh"
-
-namespace sgl_quant {
-SGLQ_FOR_EACH_RMSNORM_VARIANT(16, SGLQ_INSTANTIATE_RMSNORM_LAUNCHER)
-}  // namespace sgl_quant

@@ -1,0 +1,6 @@
+// Fused RMSNorm launchers of group size 64 (one file per group size, so that ninja compiles them in parallel).
+#include "rmsnorm_quant.cuh"
+
+namespace sgl_quant {
+SGLQ_FOR_EACH_RMSNORM_VARIANT(64, SGLQ_INSTANTIATE_RMSNORM_LAUNCHER)
+}  // namespace sgl_quant
