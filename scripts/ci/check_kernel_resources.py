@@ -1,30 +1,28 @@
-"""Register budget and PDL load order of every CUDA kernel, from ptxas and the SASS (no GPU needed).
+"""Register budget and PDL load order of every CUDA kernel of the built extension, from its SASS and
+resource usage (cuobjdump; no GPU, no second compile).
 
 The kernels' speed rests on two register counts: plain v2 quantization at <= 32 registers (2048 resident
 threads per SM: the memory-bound large calls need full occupancy) and fused SiLU at <= 40 (its launch
 bounds; SiLUs overlapping within a thread). The fused RMSNorm kernels (one row per block of up to 1024
 threads) must not spill within their launch bounds (64 registers). A change that spills or crosses a
-bound would slow the kernels without failing any CPU test, so CI compiles every instantiation file with
-`ptxas -v` and checks every kernel, and counts them (docs/design.md: the kernel budget).
+bound would slow the kernels without failing any CPU test, so CI checks every kernel of every SASS arch
+in sgl_quant._C, and counts them (docs/design.md: the kernel budget).
 
 PDL: a kernel launched with programmatic dependent launch runs while its producer still writes, so every
 128-bit load (input, weight, residual) must come after `griddepcontrol.wait` (SASS ACQBULK) on every
 path, and no load may use the read-only path (ld.global.nc, SASS LDG...CONSTANT), which ptxas is free
 to move above the wait. A race there would show as wrong bytes only now and then on a GPU; the SASS
 shows it always. The no-PDL kernels (dense_no_pdl_kernel, masked_no_pdl_kernel) are launched only without
-PDL (their producer has finished), so they have no wait; for them only the read-only-path rule applies. Needs cuobjdump (the CUDA toolkit's, or the copy
-that ships with Triton).
+PDL (their producer has finished), so they have no wait; for them only the read-only-path rule applies.
+Needs cuobjdump (the CUDA toolkit's, or the copy that ships with Triton) and a build with CUDA kernels.
 
-    python scripts/ci/check_kernel_resources.py [--arch 90a --arch 100a]
+    python scripts/ci/check_kernel_resources.py [path/to/_C.abi3.so]
 """
 import argparse
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ci_report import finish  # scripts/ci/ is the script's own directory, first on sys.path
@@ -35,23 +33,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
-# Kernels per instantiation file, by kernel name, each over {bf16, fp16} x {fp8, int8}: v2_gs*.cu, the
+# Kernels per group size and arch, by family and kernel name, each over {bf16, fp16} x {fp8, int8}: v2, the
 # general kernel (dense: {fp32, packed scales} x {plain, SiLU}; masked: {plain, SiLU}), the no-PDL kernels
 # (dense: {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed});
-# rmsnorm_gs*.cu: 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms).
+# the fused RMSNorm op, 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms).
 KERNELS_PER_FILE = {
     "v2": {"per_token_group_quant_kernel": 24, "dense_no_pdl_kernel": 16, "masked_no_pdl_kernel": 8,
            "small_call_quant_kernel": 8},
     "rmsnorm": {"rmsnorm_quant_kernel": 32},
 }
 MAX_KERNELS_PER_ARCH = 500  # the budget (docs/design.md)
+GROUP_SIZES = 5  # 16, 32, 64, 128, 256: one instantiation file per family and group size
 # rmsnorm_quant.cuh's RmsNormSchedule, by value
 RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged"]
-# The flags the extension's build uses for its CUDA sources (setup.py, torch.utils.cpp_extension); keep in step.
-FLAGS = ["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
-         "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
-
-
 def find_cuobjdump():
     """cuobjdump of the CUDA toolkit, else the one Triton ships (the local toolkit may lack it)."""
     for candidate in (Path(find_cuda_home()) / "bin" / "cuobjdump", shutil.which("cuobjdump")):
@@ -70,16 +64,43 @@ def find_cuobjdump():
 SASS_INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
-def sass_functions(cuobjdump, cubin):
-    """{function name: [(address, instruction text)]} of a cubin."""
-    out = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    functions, current = {}, None
+def per_arch(cuobjdump, flag, library):
+    """{arch: the cuobjdump output of its SASS (ELF) sections} for `cuobjdump <flag> library` (the PTX
+    sections, compiled to SASS only where they run, are left out)."""
+    out = subprocess.run([cuobjdump, flag, str(library)], capture_output=True, text=True, check=True).stdout
+    sections, elf, arch = {}, False, None
     for line in out.splitlines():
+        if m := re.match(r"Fatbin (\w+) code:", line):
+            elf, arch = m.group(1) == "elf", None
+        elif m := re.match(r"arch = (sm_\w+)", line):
+            arch = m.group(1) if elf else None
+        elif arch is not None:
+            sections.setdefault(arch, []).append(line)
+    return sections
+
+
+def sass_functions(lines):
+    """{function name: [(address, instruction text)]} of one arch's SASS."""
+    functions, current = {}, None
+    for line in lines:
         if m := re.match(r"\s+Function : (\S+)", line):
             current = functions.setdefault(m.group(1), [])
         elif (m := SASS_INSTRUCTION.match(line)) and current is not None:
             current.append((int(m.group(1), 16), m.group(2)))
     return functions
+
+
+def resource_rows(lines):
+    """[(kernel name, registers, stack + local bytes)] of one arch's resource usage (spills use the stack
+    and local memory; the kernels have none otherwise)."""
+    rows, name = [], None
+    for line in lines:
+        if m := re.match(r"\s*Function (\S+):", line):
+            name = m.group(1)
+        elif (m := re.search(r"REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", line)) and name:
+            rows.append((name, int(m.group(1)), int(m.group(2)) + int(m.group(3))))
+            name = None
+    return rows
 
 
 def loads_before_wait(instructions):
@@ -125,53 +146,29 @@ def loads_before_wait(instructions):
     return early, read_only
 
 
-def compile_and_report(nvcc, cuobjdump, source, arch, workdir):
-    """([(kernel name, registers, spill bytes)], {kernel name: SASS}) for one source file and arch."""
-    cubin = Path(workdir) / f"{source.stem}.sm_{arch}.cubin"
-    cmd = [nvcc, *FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v", "-cubin", str(source),
-           "-o", str(cubin)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
-    sass = sass_functions(cuobjdump, cubin)
-    os.remove(cubin)
-    return ptxas_rows(out.stderr), sass
-
-
-def ptxas_rows(stderr):
-    """[(kernel name, registers, spill bytes)] from ptxas -v."""
-    rows, name, spills = [], None, 0
-    for line in stderr.splitlines():
-        if m := re.search(r"(?:Compiling entry function|Function properties for) '?([\w]+)'?", line):
-            name = m.group(1)
-        elif m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line):
-            spills = int(m.group(1)) + int(m.group(2))
-        elif (m := re.search(r"Used (\d+) registers", line)) and name:
-            rows.append((name, int(m.group(1)), spills))
-            name, spills = None, 0
-    return rows
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", action="append", help="sm architecture, e.g. 90a (default: 90a and 100a)")
+    ap.add_argument("library", nargs="?", help="the built extension (default: sgl_quant._C as imported)")
     args = ap.parse_args(argv)
-    archs = args.arch or ["90a", "100a"]
-    nvcc = str(Path(find_cuda_home()) / "bin" / "nvcc")
+    library = args.library
+    if library is None:
+        import sgl_quant
+        from sgl_quant import _C
+        if not sgl_quant.build_info()["cuda_kernels"]:
+            raise SystemExit(f"{_C.__file__} holds no CUDA kernels (a CPU-only build)")
+        library = _C.__file__
     cuobjdump = find_cuobjdump()
-    sources = sorted((ROOT / "csrc" / "cuda").glob("v2_gs*.cu")) + sorted((ROOT / "csrc" / "cuda").glob("rmsnorm_gs*.cu"))
-    jobs = [(s, a) for s in sources for a in archs]
-    with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(max_workers=2) as pool:
-        reports = list(pool.map(lambda job: compile_and_report(nvcc, cuobjdump, *job, workdir), jobs))
+    resources, sass_of = per_arch(cuobjdump, "--dump-resource-usage", library), per_arch(cuobjdump, "-sass", library)
 
-    errors, worst, pdl_checked, per_arch = [], {}, 0, {}
-    for (source, arch), (rows, sass) in zip(jobs, reports):
-        family = source.name.split("_gs")[0]
-        per_arch[arch] = per_arch.get(arch, 0) + len(rows)
-        for kernel, expected in KERNELS_PER_FILE[family].items():
-            found = sum(kernel in name for name, _, _ in rows)
+    errors, worst, pdl_checked, counts = [], {}, 0, {}
+    for arch, lines in sorted(resources.items()):
+        rows = [r for r in resource_rows(lines) if any(k in r[0] for f in KERNELS_PER_FILE.values() for k in f)]
+        sass = sass_functions(sass_of.get(arch, []))
+        counts[arch] = len(rows)
+        for kernel, per_file in (kv for f in KERNELS_PER_FILE.values() for kv in f.items()):
+            found, expected = sum(kernel in name for name, _, _ in rows), per_file * GROUP_SIZES
             if found != expected:
-                errors.append(f"{source.name} sm_{arch}: {found} {kernel}s in the ptxas report, expected {expected}")
+                errors.append(f"{arch}: {found} {kernel}s, expected {expected}")
         for name, regs, spills in rows:
             no_pdl = "_no_pdl_kernel" in name  # launched only without PDL
             if "small_call_quant_kernel" in name:
@@ -192,31 +189,33 @@ def main(argv=None):
                 key, bound = (arch, kind), MAX_REGISTERS[silu]
             worst[key] = (max(worst.get(key, (0, 0))[0], regs), bound)
             if spills:
-                errors.append(f"{source.name} sm_{arch} {name}: {spills} bytes of register spills")
+                errors.append(f"{arch} {name}: {spills} bytes of stack / local memory (register spills)")
             if regs > bound:
-                errors.append(f"{source.name} sm_{arch} {name}: {regs} registers > {bound}")
+                errors.append(f"{arch} {name}: {regs} registers > {bound}")
             try:
                 early, read_only = loads_before_wait(sass.get(name, []))
             except ValueError as e:
                 early, read_only = [], []
-                errors.append(f"{source.name} sm_{arch} {name}: SASS walk: {e}")
+                errors.append(f"{arch} {name}: SASS walk: {e}")
             pdl_checked += name in sass
             if name not in sass:
-                errors.append(f"{source.name} sm_{arch} {name}: not in the cubin's SASS")
+                errors.append(f"{arch} {name}: not in the library's SASS")
             for address, text in [] if no_pdl else early[:2]:  # the no-PDL kernels have no wait to come after
-                errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} can run before the PDL wait")
+                errors.append(f"{arch} {name}: {address:#06x} {text} can run before the PDL wait")
             for address, text in read_only[:2]:
-                errors.append(f"{source.name} sm_{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
-    for arch, count in sorted(per_arch.items()):
+                errors.append(f"{arch} {name}: {address:#06x} {text} is a read-only-path (.nc) load")
+    if not counts:
+        errors.append(f"{library}: no SASS found")
+    for arch, count in sorted(counts.items()):
         if count > MAX_KERNELS_PER_ARCH:
-            errors.append(f"sm_{arch}: {count} kernels, more than the budget of {MAX_KERNELS_PER_ARCH}")
+            errors.append(f"{arch}: {count} kernels, more than the budget of {MAX_KERNELS_PER_ARCH}")
     for (arch, kind), (regs, bound) in sorted(worst.items()):
-        print(f"sm_{arch} {kind:>30}: at most {regs} registers (bound {bound})")
-    counts = ", ".join(f"sm_{arch} {count}" for arch, count in sorted(per_arch.items()))
+        print(f"{arch} {kind:>36}: at most {regs} registers (bound {bound})")
     return finish("kernel resources", errors,
-                  f": {len(sources)} files x {len(archs)} archs, kernels per arch: {counts} (budget "
-                  f"{MAX_KERNELS_PER_ARCH}), no spills; {pdl_checked} kernels' SASS: every 128-bit load after the "
-                  f"PDL wait (but in the no-PDL kernels), no .nc loads")
+                  f": {Path(library).name}, kernels per arch: "
+                  + ", ".join(f"{arch} {count}" for arch, count in sorted(counts.items()))
+                  + f" (budget {MAX_KERNELS_PER_ARCH}), no spills; {pdl_checked} kernels' SASS: every 128-bit load "
+                  "after the PDL wait (but in the no-PDL kernels), no .nc loads")
 
 
 if __name__ == "__main__":
