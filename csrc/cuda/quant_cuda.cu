@@ -80,21 +80,21 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
-// One (T, R, GS) of either op family, with the family's remaining axes. v2/DSV4: fused SiLU, masked layout,
-// and for dense calls the scale store (it decides their task order); masked calls and the fused RMSNorm op
-// handle every scale kind in one kernel, and the latter's launcher picks its schedule itself.
+// v2/DSV4 with the store and layout fixed: plain or fused SiLU.
+template <typename T, typename R, int GS, ScaleStore SS, bool MASKED>
+cudaError_t launch_v2(const QuantParams& p, const LaunchOptions& o) {
+  return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, SS, true, MASKED>(p, o)
+                             : launch_per_token_group_quant<T, R, GS, SS, false, MASKED>(p, o);
+}
+
+// One (T, R, GS) of either op family. v2/DSV4: the masked kernels take every scale kind; dense ones are
+// compiled per scale store (it decides their task order). The fused RMSNorm op's launcher picks its
+// schedule itself.
 template <typename T, typename R, int GS>
 cudaError_t launch_variant(const QuantParams& p, const LaunchOptions& o) {
-  if (p.masked_m != nullptr) {
-    return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, ScaleStore::kEither, true, true>(p, o)
-                               : launch_per_token_group_quant<T, R, GS, ScaleStore::kEither, false, true>(p, o);
-  }
-  if (p.scale_kind == ScaleKind::kPackedUE8M0) {
-    return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, ScaleStore::kPacked, true, false>(p, o)
-                               : launch_per_token_group_quant<T, R, GS, ScaleStore::kPacked, false, false>(p, o);
-  }
-  return p.fuse_silu_and_mul ? launch_per_token_group_quant<T, R, GS, ScaleStore::kFloat, true, false>(p, o)
-                             : launch_per_token_group_quant<T, R, GS, ScaleStore::kFloat, false, false>(p, o);
+  if (p.masked_m != nullptr) return launch_v2<T, R, GS, ScaleStore::kEither, true>(p, o);
+  return p.scale_kind == ScaleKind::kPackedUE8M0 ? launch_v2<T, R, GS, ScaleStore::kPacked, false>(p, o)
+                                                 : launch_v2<T, R, GS, ScaleStore::kFloat, false>(p, o);
 }
 
 template <typename T, typename R, int GS>

@@ -29,15 +29,13 @@ from ci_report import finish  # scripts/ci/ is the script's own directory, first
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "build"))
 from find_cuda_home import find_cuda_home  # noqa: E402  (scripts/build/)
 
-ROOT = Path(__file__).resolve().parents[2]
-
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
 # Kernels per group size and arch, by family and kernel name, each over {bf16, fp16} x {fp8, int8}: v2, the
 # general kernel (dense: {fp32, packed scales} x {plain, SiLU}; masked: {plain, SiLU}), the no-PDL kernels
 # (dense: {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed});
 # the fused RMSNorm op, 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms).
-KERNELS_PER_FILE = {
+KERNELS_PER_GROUP_SIZE = {
     "v2": {"per_token_group_quant_kernel": 24, "dense_no_pdl_kernel": 16, "masked_no_pdl_kernel": 8,
            "small_call_quant_kernel": 8},
     "rmsnorm": {"rmsnorm_quant_kernel": 32},
@@ -162,11 +160,11 @@ def main(argv=None):
 
     errors, worst, pdl_checked, counts = [], {}, 0, {}
     for arch, lines in sorted(resources.items()):
-        rows = [r for r in resource_rows(lines) if any(k in r[0] for f in KERNELS_PER_FILE.values() for k in f)]
+        rows = [r for r in resource_rows(lines) if any(k in r[0] for f in KERNELS_PER_GROUP_SIZE.values() for k in f)]
         sass = sass_functions(sass_of.get(arch, []))
         counts[arch] = len(rows)
-        for kernel, per_file in (kv for f in KERNELS_PER_FILE.values() for kv in f.items()):
-            found, expected = sum(kernel in name for name, _, _ in rows), per_file * GROUP_SIZES
+        for kernel, per_group_size in (kv for f in KERNELS_PER_GROUP_SIZE.values() for kv in f.items()):
+            found, expected = sum(kernel in name for name, _, _ in rows), per_group_size * GROUP_SIZES
             if found != expected:
                 errors.append(f"{arch}: {found} {kernel}s, expected {expected}")
         for name, regs, spills in rows:
