@@ -23,7 +23,7 @@ WHEEL_VENV ?= build/wheel-venv
 # contract, opcheck / torch.compile / export, the compat call shapes and the CPU bytes pinned. An ABI break
 # (a stable-ABI call that another torch does not export or implements differently) fails these.
 CI_TESTS ?= tests/test_golden.py tests/test_errors.py tests/test_torch_integration.py tests/test_compat.py \
-  tests/test_cpu_bytes.py
+  tests/test_cpu_bytes.py tests/test_scaled_quant.py
 PIP_QUICK := --timeout 20 --retries 1  # optional tools: give up quickly where there is no network
 
 .PHONY: test bench results install wheel wheel-check sdist-check kernel-resources lint-workflows cmake gpu-check clean

@@ -1,8 +1,8 @@
 """README tables from the benchmarks' JSON results (bench.json of bench_per_token_group_quant.py, rmsnorm.json
-of bench_rmsnorm_quant.py, as kept under benchmark/results/<gpu>/), so that the README shows a run's numbers
-as the run wrote them:
+of bench_rmsnorm_quant.py, scaled.json of bench_scaled_quant.py, as kept under benchmark/results/<gpu>/), so that
+the README shows a run's numbers as the run wrote them:
 
-    python benchmark/readme_tables.py benchmark/results/h100/bench.json benchmark/results/h100/rmsnorm.json
+    python benchmark/readme_tables.py benchmark/results/h100/{bench,rmsnorm,scaled}.json
 
 Prints, per file, a line naming the run (date, GPU, copy bandwidth, source file) and a Markdown table: µs
 per call without / with PDL, the share of the copy-bandwidth roofline, the fixed points of the kernels in
@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_per_token_group_quant as v2_bench  # noqa: E402
 import bench_rmsnorm_quant as rms_bench  # noqa: E402
+import bench_scaled_quant as scaled_bench  # noqa: E402
 
 WIDTH = 105  # the README's line width for the notes under a table
 LAYOUT_LABELS = {"col_f32": "", "col_ue8m0": ", packed UE8M0", "row_f32": ", row-major fp32",
@@ -101,6 +102,37 @@ def rms_table(result):
     return lines
 
 
+SCALED_COLUMNS = [("token", "fp8"), ("tensor_static", "fp8"), ("tensor_dynamic", "fp8"), ("token", "int8")]
+
+
+def scaled_table(result):
+    """One row per (M, H): each granularity's µs without / with PDL, v2's on the same shape, the roofline shares
+    (PDL) and the §8.4 targets that are missed (or "met")."""
+    lines = ["| M | H | per-token fp8 | static fp8 | dynamic fp8 | per-token int8 | v2, group 128 | % roofline "
+             "(PDL)³ | targets |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = {(r["m"], r["h"], r["granularity"], r["code"]): r for r in result["rows"]}
+    for m, h in sorted({(r["m"], r["h"]) for r in result["rows"]}, key=lambda k: (k[1], k[0])):
+        cells, shares, missed, judged, v2 = [], [], [], False, ""
+        for granularity, code in SCALED_COLUMNS:
+            r = rows.get((m, h, granularity, code))
+            cells.append(f"{num(r['us'])} / {num(r['us_pdl'])}" if r else "")
+            if r:
+                v2 = v2 or f"{num(r.get('v2_us'))} / {num(r.get('v2_pdl_us'))}"
+                shares.append(num(r["roofline_pct_pdl"], "{:.0f}"))
+                for what, met in scaled_bench.spec_targets(r):
+                    judged = True
+                    if not met:
+                        missed.append(f"{granularity.replace('tensor_', '')} {code} {what.replace('>=', '≥').replace('<=', '≤')}")
+        verdict = ("**missed**: " + ", ".join(missed)) if missed else ("met" if judged else "")
+        lines.append(f"| {m} | {h} | {' | '.join(cells)} | {v2} | {' / '.join(shares)} | {verdict} |")
+    lines += [""] + textwrap.wrap(
+        "µs without / with PDL. ³ of the roofline of the bytes moved (read the input once, twice for dynamic "
+        "per-tensor; write codes and scales) over the run's copy bandwidth, per column; past 100 the data is "
+        "L2-resident. Targets (docs/spec.md §8.4): per-token and static ≥ 95% roofline from M = 4096 and ≤ v2 up "
+        "to M = 256; dynamic ≥ 90% from M = 4096 and ≤ 1.5× v2 at M = 1.", WIDTH)
+    return lines
+
+
 def render(path):
     result = json.loads(Path(path).read_text())
     rows = result["rows"]
@@ -110,7 +142,12 @@ def render(path):
             f"{result['build_info'].get('torch_runtime', result['build_info'].get('torch'))}"
             + (f", our times the median of {result['runs']} runs" if result.get("runs", 1) > 1 else "")
             + f" (`{Path(path).as_posix()}`); µs per call")
-    table = rms_table(result) if rows and "roofline_us" in rows[0] else v2_table(result)
+    if rows and "granularity" in rows[0]:
+        table = scaled_table(result)
+    elif rows and "roofline_us" in rows[0]:
+        table = rms_table(result)
+    else:
+        table = v2_table(result)
     return [head, ""] + table
 
 

@@ -1,4 +1,4 @@
-"""Regenerates benchmark/results/<gpu model>/ on a GPU: both benchmarks (the quick case set, with their
+"""Regenerates benchmark/results/<gpu model>/ on a GPU: every benchmark (the quick case set, with their
 baselines) write their tables, JSON and plots there, replacing the previous run of that GPU model.
 
     python benchmark/results.py          # (make results: the same after building the extension)
@@ -10,6 +10,7 @@ import torch
 
 import bench_per_token_group_quant
 import bench_rmsnorm_quant
+import bench_scaled_quant
 from reference_points import gpu_model
 
 
@@ -23,6 +24,7 @@ def main():
         stale.unlink()
     bench_per_token_group_quant.main(["--quick", "--out", str(out)])
     bench_rmsnorm_quant.main(["--quick", "--out", str(out)])
+    bench_scaled_quant.main(["--quick", "--out", str(out)])
     print(f"results in {out}")
     return 0
 

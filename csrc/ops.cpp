@@ -1,4 +1,4 @@
-// Op schemas (docs/spec.md §3, §6.1) and the small Python module sgl_quant._C (build information, the
+// Op schemas (docs/spec.md §3, §6.1, §8.2) and the small Python module sgl_quant._C (build information, the
 // launch-shape test hook). The CPU and CUDA implementations register themselves in their own translation units.
 //
 // The module is written against Python's limited C API (abi3), not pybind11: together with the
@@ -43,6 +43,12 @@ STABLE_TORCH_LIBRARY(sgl_quant, m) {
       "rmsnorm_per_token_group_quant_8bit(Tensor input, Tensor weight, Tensor(a!)? residual, Tensor(b!) output_q, "
       "Tensor(c!) output_s, Tensor(d!)? output_normed, int group_size, float norm_eps, float eps, float min_8bit, "
       "float max_8bit, bool scale_ue8m0, bool enable_pdl=False) -> ()");
+  m.def(
+      "per_token_quant_8bit(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, Tensor(c!)? output_azp, "
+      "Tensor? scale_ub, float eps, bool fuse_silu_and_mul, bool enable_pdl=False) -> ()");
+  m.def(
+      "per_tensor_quant_8bit(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, bool is_static, float eps, "
+      "bool fuse_silu_and_mul, bool enable_pdl=False) -> ()");
 }
 
 #if defined(SGL_QUANT_WITH_CUDA)

@@ -428,4 +428,127 @@ RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight
   return r;
 }
 
+
+namespace {
+
+// What the per-token and per-tensor ops share: input [..., K] (K = H, or 2H with fused SiLU) whose leading
+// dimensions flatten to rows of one stride, last dimension contiguous, any 2-byte-aligned address (the
+// kernels check each row's alignment); output_q contiguous [..., H] fp8 or int8.
+ScaledQuantParams scaled_common(const char* op, const Tensor& input, const Tensor& output_q, double eps,
+                                bool fuse_silu_and_mul) {
+  SGLQ_CHECK(input.defined(), op, ": input is undefined");
+  SGLQ_CHECK(is_16bit_float(input), op, ": input must be bfloat16 or float16, got ", input.scalar_type());
+  SGLQ_CHECK(input.dim() >= 1, op, ": input must have at least one dimension [..., H], got a scalar");
+  const int64_t last = input.size(-1);
+  SGLQ_CHECK(!fuse_silu_and_mul || last % 2 == 0, op,
+             ": with fuse_silu_and_mul=True input's last dimension must be 2*H (even), got ", last);
+  const int64_t hidden = fuse_silu_and_mul ? last / 2 : last;
+  SGLQ_CHECK(hidden <= std::numeric_limits<int32_t>::max(), op, ": hidden size H=", hidden, " is too large");
+  const int64_t rows = last == 0 ? 0 : input.numel() / last;
+  SGLQ_CHECK(hidden > 0 || input.numel() == 0, op, ": input's last dimension must not be 0 unless input is empty, got shape ",
+             input.sizes());
+  int64_t row_stride = input.dim() >= 2 ? input.stride(-2) : last;
+  if (input.numel() > 0) {
+    SGLQ_CHECK(last <= 1 || input.stride(-1) == 1, op, ": input's last dimension must be contiguous (stride 1), got strides ",
+               input.strides());
+    // the leading dimensions (sizes 1 skipped) must step through rows of one stride, each row after the last
+    int64_t expected = -1;
+    for (int64_t d = input.dim() - 2; d >= 0; --d) {
+      if (input.size(d) == 1) continue;
+      if (expected < 0) {
+        row_stride = input.stride(d);
+        SGLQ_CHECK(row_stride >= last, op, ": input's rows must not overlap (row stride >= ", last, "), got strides ",
+                   input.strides());
+      } else {
+        SGLQ_CHECK(input.stride(d) == expected, op, ": input's leading dimensions must flatten to rows of one stride "
+                   "(as a reshape to [M, K] would need no copy), got shape ", input.sizes(), " and strides ",
+                   input.strides());
+      }
+      expected = input.stride(d) * input.size(d);
+    }
+  }
+  std::vector<int64_t> q_shape = input.sizes().vec();
+  q_shape.back() = hidden;
+  SGLQ_CHECK(output_q.defined(), op, ": output_q is undefined");
+  check_same_device(op, input, output_q, "output_q");
+  SGLQ_CHECK(output_q.scalar_type() == ScalarType::Float8_e4m3fn || output_q.scalar_type() == ScalarType::Char, op,
+             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
+  SGLQ_CHECK(same_sizes(output_q, q_shape), op, ": output_q must have shape ", q_shape, ", got ", output_q.sizes());
+  SGLQ_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", output_q.strides());
+  check_eps(op, eps);
+
+  ScaledQuantParams p;
+  p.input = input.data_ptr();
+  p.output_q = output_q.data_ptr();
+  p.num_rows = rows;
+  p.in_row_stride = row_stride;
+  p.q_row_stride = hidden;
+  p.hidden = static_cast<int32_t>(hidden);
+  p.eps = static_cast<float>(eps);
+  p.fuse_silu_and_mul = fuse_silu_and_mul;
+  return p;
+}
+
+// A contiguous tensor of `numel` elements of `dtype` on input's device (scales, zero points, scale_ub).
+void check_vector(const char* op, const Tensor& input, const Tensor& t, const char* name, ScalarType dtype,
+                  int64_t numel, const char* shapes) {
+  SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
+  SGLQ_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", dtype, ", got ", t.scalar_type());
+  check_same_device(op, input, t, name);
+  SGLQ_CHECK(t.numel() == numel, op, ": ", name, " must have ", numel, " element", numel == 1 ? "" : "s", " (", shapes,
+             "), got shape ", t.sizes());
+  SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
+}
+
+}  // namespace
+
+ScaledQuantParams make_per_token_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s,
+                                        const std::optional<Tensor>& output_azp, const std::optional<Tensor>& scale_ub,
+                                        double eps, bool fuse_silu_and_mul) {
+  constexpr const char* op = "sgl_quant.per_token_quant_8bit";
+  ScaledQuantParams p = scaled_common(op, input, output_q, eps, fuse_silu_and_mul);
+  check_vector(op, input, output_s, "output_s", ScalarType::Float, p.num_rows, "one scale per row: [M, 1] or [M]");
+  const bool asym = output_azp.has_value() && output_azp->defined();
+  const bool has_ub = scale_ub.has_value() && scale_ub->defined();
+  if (asym) {
+    SGLQ_CHECK(!is_fp8(output_q), op, ": output_azp (asymmetric quantization) needs int8 output_q, got ",
+               output_q.scalar_type());
+    SGLQ_CHECK(!has_ub, op, ": scale_ub applies to symmetric quantization only; got it with output_azp");
+    check_vector(op, input, *output_azp, "output_azp", ScalarType::Int, p.num_rows,
+                 "one zero point per row: [M, 1] or [M]");
+  }
+  if (has_ub) check_vector(op, input, *scale_ub, "scale_ub", ScalarType::Float, 1, "[] or [1]");
+  const std::pair<const Tensor*, const char*> args[] = {{&input, "input"},
+                                                        {has_ub ? &*scale_ub : nullptr, "scale_ub"},
+                                                        {&output_q, "output_q"},
+                                                        {&output_s, "output_s"},
+                                                        {asym ? &*output_azp : nullptr, "output_azp"}};
+  check_no_overlap(op, args, 2);
+  p.output_s = static_cast<float*>(output_s.data_ptr());
+  p.output_azp = asym ? static_cast<int32_t*>(output_azp->data_ptr()) : nullptr;
+  p.scale_ub = has_ub ? static_cast<const float*>(scale_ub->data_ptr()) : nullptr;
+  p.s_row_stride = 1;
+  p.granularity = asym ? Granularity::kPerTokenAsym : Granularity::kPerToken;
+  return p;
+}
+
+ScaledQuantParams make_per_tensor_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s,
+                                         bool is_static, double eps, bool fuse_silu_and_mul) {
+  constexpr const char* op = "sgl_quant.per_tensor_quant_8bit";
+  ScaledQuantParams p = scaled_common(op, input, output_q, eps, fuse_silu_and_mul);
+  check_vector(op, input, output_s, "output_s", ScalarType::Float, 1, "the tensor's scale: [] or [1]");
+  if (is_static && output_s.is_cpu()) {  // on a GPU the kernel's rule applies: reading it would synchronize
+    const float s = *static_cast<const float*>(output_s.data_ptr());
+    SGLQ_CHECK(usable_static_scale(s), op, ": the static scale (output_s) must be a positive finite float, got ",
+               static_cast<double>(s));
+  }
+  const std::pair<const Tensor*, const char*> args[] = {
+      {&input, "input"}, {&output_q, "output_q"}, {&output_s, "output_s"}};
+  check_no_overlap(op, args, 1);
+  p.output_s = static_cast<float*>(output_s.data_ptr());
+  p.static_scale = is_static ? p.output_s : nullptr;
+  p.granularity = is_static ? Granularity::kPerTensorStatic : Granularity::kPerTensorDynamic;
+  return p;
+}
+
 }  // namespace sgl_quant

@@ -85,6 +85,14 @@ RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight
                                        double norm_eps, double eps, double min_8bit, double max_8bit,
                                        bool scale_ue8m0);
 
+// Validate the arguments of sgl_quant::per_token_quant_8bit and sgl_quant::per_tensor_quant_8bit (docs/spec.md
+// §8.2) and describe the problem; num_rows == 0 when there is nothing to do.
+ScaledQuantParams make_per_token_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s,
+                                        const std::optional<Tensor>& output_azp, const std::optional<Tensor>& scale_ub,
+                                        double eps, bool fuse_silu_and_mul);
+ScaledQuantParams make_per_tensor_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s,
+                                         bool is_static, double eps, bool fuse_silu_and_mul);
+
 // The element types of a call, for the dispatch to a kernel variant.
 bool is_bf16(const Tensor& input);
 bool is_fp8(const Tensor& output_q);

@@ -3,6 +3,7 @@
 // identical on both sides (UE8M0 rounding from exponent bits, the non-finite rule).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -131,6 +132,37 @@ inline uint8_t fp8_e4m3_bits(float c) {
   return static_cast<uint8_t>(sign | (is_subnormal ? subnormal : normal));
 }
 
+// IEEE fp32 steps of the math both implementations share: on the device the instructions themselves (the
+// build's --use_fast_math would approximate the division and flush subnormal operands and results of
+// ordinary arithmetic), on the host the operators (the CPU build has no fast-math and -ffp-contract=off).
+SGLQ_HD float ieee_add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a + b;
+#endif
+}
+SGLQ_HD float ieee_mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a * b;
+#endif
+}
+SGLQ_HD float ieee_div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a / b;
+#endif
+}
+
 // Per-output-type constants (docs/spec.md §1). kInvMax is fp32(1 / MAX), as the reference computes it.
 struct Fp8Range {
   static constexpr bool kIsFp8 = true;
@@ -144,5 +176,82 @@ struct Int8Range {
   static constexpr float kMax = 127.0f;
   static constexpr float kInvMax = 1.0f / 127.0f;
 };
+
+
+// ---------------------------------------------------------------------------------------------
+// Per-token and per-tensor quantization (docs/spec.md §8.1): the scalar steps, shared by the CPU
+// implementation and the CUDA kernels so that both give the same bytes.
+
+enum class Granularity : int {
+  kPerToken = 0,          // a scale per row: amax = max(eps, min(max |v|, scale_ub))
+  kPerTokenAsym = 1,      // int8, a scale and a zero point per row, from the row's min and max
+  kPerTensorStatic = 2,   // the caller's scale
+  kPerTensorDynamic = 3,  // one scale from the whole tensor's amax
+};
+
+// One per-token / per-tensor problem: rows of `hidden` codes (input rows of 2 * hidden with fused SiLU).
+struct ScaledQuantParams {
+  const void* input = nullptr;
+  void* output_q = nullptr;
+  float* output_s = nullptr;         // per row (stride s_row_stride) or one value
+  int32_t* output_azp = nullptr;     // kPerTokenAsym: per row (stride s_row_stride)
+  const float* scale_ub = nullptr;   // kPerToken: optional upper bound of amax (one value); null: none
+  const float* static_scale = nullptr;  // kPerTensorStatic: the scale (one value)
+  int64_t num_rows = 0;
+  int64_t in_row_stride = 0;  // in elements
+  int64_t q_row_stride = 0;   // in codes
+  int64_t s_row_stride = 0;   // in elements of output_s / output_azp
+  int32_t hidden = 0;
+  float eps = 1e-10f;
+  Granularity granularity = Granularity::kPerToken;
+  bool fuse_silu_and_mul = false;
+};
+
+// s = max(eps, min(amax, ub)) / MAX for a finite amax >= 0 (ub: +Inf when absent; a NaN ub bounds nothing).
+// Every value here is >= eps >= 2^-100 after the floor, so the device's flushing compare gives the same.
+SGLQ_HD float symmetric_scale(float amax, float ub, float eps, float max_code) {
+  const float a = ub < amax ? ub : amax;
+  return ieee_div(a > eps ? a : eps, max_code);
+}
+
+// s = max(eps, hi - lo) / 255 (int8 asymmetric; hi >= lo, both finite).
+SGLQ_HD float asymmetric_scale(float lo, float hi, float eps) {
+  const float d = ieee_add(hi, -lo);
+  return ieee_div(d > eps ? d : eps, 255.0f);
+}
+
+// Round half to even, saturated to int32, NaN -> 0: the device's cvt.rni.s32.f32.
+SGLQ_HD int32_t round_to_int32(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float2int_rn(x);
+#else
+  if (std::isnan(x)) return 0;
+  if (x >= 2147483648.0f) return INT32_MAX;
+  if (x <= -2147483648.0f) return INT32_MIN;
+  return static_cast<int32_t>(std::nearbyint(x));  // the default rounding mode: to nearest even
+#endif
+}
+
+// zp = round_half_even(-128 - lo * y), saturated to int32.
+SGLQ_HD int32_t asymmetric_zero_point(float lo, float y) { return round_to_int32(ieee_add(-128.0f, -ieee_mul(lo, y))); }
+
+// The int8 code of c = v * y: saturate_int8(round_half_even(c) + zp) (zp = 0 when symmetric), in 64 bits
+// so that the sum of two saturated terms cannot wrap.
+SGLQ_HD int8_t int8_code_rn(float c, int32_t zp) {
+  const int64_t q = static_cast<int64_t>(round_to_int32(c)) + zp;
+  return static_cast<int8_t>(q < -128 ? -128 : (q > 127 ? 127 : q));
+}
+
+// A signed int that orders fp32 values like their numbers (-0 below +0), so that min and max are integer
+// operations: exact on the device too, where fminf/fmaxf would flush subnormal inputs.
+SGLQ_HD int32_t ordered_key(float x) {
+  const int32_t b = static_cast<int32_t>(float_bits(x));
+  return b >= 0 ? b : b ^ 0x7fffffff;
+}
+SGLQ_HD float from_ordered_key(int32_t k) { return bits_to_float(static_cast<uint32_t>(k >= 0 ? k : k ^ 0x7fffffff)); }
+
+// A static scale the kernels can use: positive and finite. (The host refuses others where it can read the
+// value; on the device, where reading it would need a synchronization, every code becomes NaN / 0.)
+SGLQ_HD bool usable_static_scale(float s) { return s > 0.0f && s <= 3.4028234663852886e38f; }
 
 }  // namespace sgl_quant

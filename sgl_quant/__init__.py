@@ -1,4 +1,5 @@
-"""sgl_quant: per-token-group FP8/INT8 activation quantization for block-scaled FP8 GEMMs.
+"""sgl_quant: FP8/INT8 activation quantization for 8-bit GEMMs: per-token-group (block-scaled GEMMs),
+per-token and per-tensor, with fused SiLU-and-mul and RMSNorm fronts.
 
 Importing the package loads the native extension, which registers ``torch.ops.sgl_quant.*``
 (CPU implementation always; CUDA kernels when built with CUDA), and the fake implementations
@@ -19,6 +20,14 @@ from .quant import (
     rmsnorm_per_token_group_quant_8bit,
     rmsnorm_per_token_group_quant_fp8,
     rmsnorm_per_token_group_quant_int8,
+)
+from .scaled import (
+    per_tensor_quant_8bit,
+    per_tensor_quant_fp8,
+    per_tensor_quant_int8,
+    per_token_quant_8bit,
+    per_token_quant_fp8,
+    per_token_quant_int8,
 )
 
 
@@ -49,6 +58,12 @@ __all__ = [
     "per_token_group_quant_fp8",
     "per_token_group_quant_fp8_dsv4",
     "per_token_group_quant_int8",
+    "per_tensor_quant_8bit",
+    "per_tensor_quant_fp8",
+    "per_tensor_quant_int8",
+    "per_token_quant_8bit",
+    "per_token_quant_fp8",
+    "per_token_quant_int8",
     "rmsnorm_per_token_group_quant_8bit",
     "rmsnorm_per_token_group_quant_fp8",
     "rmsnorm_per_token_group_quant_int8",

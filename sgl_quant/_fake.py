@@ -35,3 +35,15 @@ def _rmsnorm_per_token_group_quant_8bit_fake(input, weight, residual, output_q, 
                                              norm_eps, eps, min_8bit, max_8bit, scale_ue8m0, enable_pdl=False):
     _check_same_device("rmsnorm_per_token_group_quant_8bit", input, weight=weight, residual=residual,
                        output_q=output_q, output_s=output_s, output_normed=output_normed)
+
+
+@torch.library.register_fake("sgl_quant::per_token_quant_8bit")
+def _per_token_quant_8bit_fake(input, output_q, output_s, output_azp, scale_ub, eps, fuse_silu_and_mul,
+                               enable_pdl=False):
+    _check_same_device("per_token_quant_8bit", input, output_q=output_q, output_s=output_s, output_azp=output_azp,
+                       scale_ub=scale_ub)
+
+
+@torch.library.register_fake("sgl_quant::per_tensor_quant_8bit")
+def _per_tensor_quant_8bit_fake(input, output_q, output_s, is_static, eps, fuse_silu_and_mul, enable_pdl=False):
+    _check_same_device("per_tensor_quant_8bit", input, output_q=output_q, output_s=output_s)

@@ -12,6 +12,11 @@ quant and ``rms_norm_per_block_quant`` that of vLLM's ``_custom_ops.rms_norm_per
 arguments and output layouts, sgl_quant's math (docs/spec.md §6.2: a fixed-order, IEEE-step RMS, codes and
 scales exactly as v2 gives them for the normed values).
 
+Per-token and per-tensor (docs/spec.md §8): vLLM's ``scaled_fp8_quant`` and ``scaled_int8_quant``, sgl-kernel's
+``sgl_per_token_quant_fp8`` and ``sgl_per_tensor_quant_fp8``, SGLang's Triton ``per_token_quant_int8``: their
+arguments and output layouts, sgl_quant's math (docs/spec.md §8.1; per-tensor fp8 gives vLLM's bytes, per-token
+codes may differ from theirs by one step on a small fraction, int8 ties round to even).
+
 ``enable_v2``: sgl_quant implements the v2 kernel's semantics only (the bits the serving stack
 produces with ``enable_v2=True``). ``None`` and ``True`` are the same; ``False`` (the legacy v1
 kernel) also runs v2 and warns once, since v1 and v2 are not guaranteed to agree bit for bit.
@@ -29,6 +34,7 @@ from .quant import (
     _first_rows_transposed,
     rmsnorm_per_token_group_quant_8bit,
 )
+from .scaled import per_tensor_quant_8bit, per_token_quant_8bit
 
 _warned_v1 = False
 
@@ -143,5 +149,85 @@ def rms_norm_per_block_quant(
     return output, scales
 
 
-__all__ = ["fused_add_rmsnorm_fp8_block_quant", "rms_norm_per_block_quant", "sgl_per_token_group_quant_8bit",
+def scaled_fp8_quant(
+    input: torch.Tensor,
+    scale: Optional[torch.Tensor] = None,
+    num_token_padding: Optional[int] = None,
+    scale_ub: Optional[torch.Tensor] = None,
+    use_per_token_if_dynamic: bool = False,
+    output: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``_custom_ops.scaled_fp8_quant``: returns ``(output, scale)``. ``input`` 2-D ``[M, H]``; static
+    per-tensor with ``scale`` (one element), else dynamic per-tensor (``scale`` ``[1]``) or, with
+    ``use_per_token_if_dynamic``, per-token (``scale`` ``[M_pad, 1]``, ``scale_ub`` bounding the amax).
+    ``num_token_padding`` pads the rows of ``output`` (and of per-token scales) to at least that many; the
+    padding rows are not written, as in vLLM."""
+    if input.dim() != 2:
+        raise ValueError(f"scaled_fp8_quant: input must be 2-D [M, H], got shape {list(input.shape)}")
+    m, h = input.shape
+    rows = max(num_token_padding, m) if num_token_padding else m
+    if output is None:
+        output = torch.empty(size=(rows, h), dtype=FP8_DTYPE, device=input.device)
+    elif num_token_padding is not None:
+        raise ValueError("scaled_fp8_quant: num_token_padding is not supported with output (as in vLLM)")
+    if scale is None and use_per_token_if_dynamic:
+        scale = torch.empty(size=(rows, 1), dtype=torch.float32, device=input.device)
+        per_token_quant_8bit(input, output[:m], scale[:m], scale_ub=scale_ub)
+    elif scale is None:
+        scale = torch.empty(size=(1,), dtype=torch.float32, device=input.device)
+        per_tensor_quant_8bit(input, output[:m], scale, is_static=False)
+    else:
+        if scale.numel() != 1:
+            raise ValueError(f"scaled_fp8_quant: a static scale must have one element, got shape {list(scale.shape)}")
+        per_tensor_quant_8bit(input, output[:m], scale, is_static=True)
+    return output, scale
+
+
+def scaled_int8_quant(
+    input: torch.Tensor,
+    scale: Optional[torch.Tensor] = None,
+    azp: Optional[torch.Tensor] = None,
+    symmetric: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """vLLM's ``_custom_ops.scaled_int8_quant``: returns ``(output, scales, azp)``. Static per-tensor with
+    ``scale`` (symmetric; a static ``azp`` is not supported), else dynamic per-token: ``scales`` fp32
+    ``[M, 1]`` (``M = input.numel() // input.shape[-1]``), ``azp`` int32 ``[M, 1]`` when not ``symmetric``."""
+    output = torch.empty(size=input.shape, dtype=torch.int8, device=input.device)
+    if scale is not None:
+        if azp is not None or not symmetric:
+            raise ValueError("scaled_int8_quant: a static zero point (azp, symmetric=False) is not supported by "
+                             "sgl_quant; static scales are symmetric")
+        per_tensor_quant_8bit(input, output, scale, is_static=True)
+        return output, scale, None
+    rows = input.numel() // input.shape[-1] if input.shape[-1] else 0
+    scales = torch.empty(size=(rows, 1), dtype=torch.float32, device=input.device)
+    zp = None if symmetric else torch.empty(size=(rows, 1), dtype=torch.int32, device=input.device)
+    per_token_quant_8bit(input, output, scales, zp)
+    return output, scales, zp
+
+
+def sgl_per_token_quant_fp8(input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor) -> None:
+    """sgl-kernel's ``sgl_per_token_quant_fp8``: dynamic per-token FP8 into ``output_q`` and ``output_s``
+    (fp32, one per row)."""
+    per_token_quant_8bit(input, output_q, output_s)
+
+
+def sgl_per_tensor_quant_fp8(input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor,
+                             is_static: bool) -> None:
+    """sgl-kernel's ``sgl_per_tensor_quant_fp8``: static (``output_s`` holds the scale) or dynamic per-tensor
+    FP8. Unlike sgl-kernel's, the dynamic form does not need ``output_s`` zeroed first."""
+    per_tensor_quant_8bit(input, output_q, output_s, is_static)
+
+
+def per_token_quant_int8(x: torch.Tensor, scale_dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+    """SGLang's Triton ``per_token_quant_int8``: returns ``(x_q, scales)``, ``scales`` ``[..., 1]`` of
+    ``scale_dtype`` (computed in fp32). Ties round to even (SGLang's Triton kernel rounds them away from zero)."""
+    x_q = torch.empty(size=x.shape, dtype=torch.int8, device=x.device)
+    scales = torch.empty(size=(*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
+    per_token_quant_8bit(x, x_q, scales)
+    return x_q, scales if scale_dtype == torch.float32 else scales.to(scale_dtype)
+
+
+__all__ = ["fused_add_rmsnorm_fp8_block_quant", "per_token_quant_int8", "rms_norm_per_block_quant", "scaled_fp8_quant",
+           "scaled_int8_quant", "sgl_per_tensor_quant_fp8", "sgl_per_token_group_quant_8bit", "sgl_per_token_quant_fp8",
            "sglang_per_token_group_quant_fp8"]

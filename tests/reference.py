@@ -168,3 +168,68 @@ def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         u = t.view(torch.int16).to(torch.int32)
         return torch.where(u < 0, -(u & 0x7FFF), u)
     return (ordinal(a) - ordinal(b)).abs()
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-token and per-tensor quantization (docs/spec.md §8.1)
+
+def _saturating_round_int32(c: torch.Tensor) -> torch.Tensor:
+    """round half to even, saturated to int32, NaN -> 0 (as int64)."""
+    r = torch.round(c.double()).nan_to_num(0.0).clamp(-(2.0 ** 31), 2.0 ** 31 - 1)
+    return r.to(torch.int64)
+
+
+def _codes(v: torch.Tensor, y: torch.Tensor, out_dtype, zp=None) -> torch.Tensor:
+    c = v * y  # fp32, IEEE
+    if out_dtype == FP8:
+        q = torch.clamp(c, -448.0, 448.0).to(FP8).view(torch.uint8)
+        return torch.where(torch.isnan(c), torch.tensor(FP8_NAN_CODE, dtype=torch.uint8), q).view(FP8)
+    r = _saturating_round_int32(c) + (0 if zp is None else zp.to(torch.int64))
+    return r.clamp(-128, 127).to(torch.int8)
+
+
+def reference_scaled_quant(x, out_dtype, granularity, eps=1e-10, scale_ub=None, static_scale=None,
+                           fuse_silu_and_mul=False):
+    """docs/spec.md §8.1 in torch on the CPU. granularity: "token", "token_asym", "tensor_static",
+    "tensor_dynamic". Returns (codes [..., H], scales fp32 ([..., 1] per token, [1] per tensor), zero points
+    int32 [..., 1] or None)."""
+    v = activation(x, fuse_silu_and_mul)
+    rows = v.reshape(-1, v.shape[-1]) if v.numel() else v.reshape(0, v.shape[-1])
+    hi_code = RANGES[out_dtype][1]
+    eps32 = torch.tensor(eps, dtype=torch.float32)
+    zp = None
+    if granularity in ("token", "token_asym"):
+        finite = torch.isfinite(rows).all(-1, keepdim=True)
+        safe = torch.where(finite, rows, torch.zeros_like(rows))
+        if granularity == "token":
+            amax = safe.abs().amax(-1, keepdim=True) if rows.shape[-1] else torch.zeros(rows.shape[0], 1)
+            if scale_ub is not None:
+                amax = torch.minimum(amax, scale_ub.float().reshape(1, 1))
+            s = torch.maximum(amax, eps32) / hi_code
+            y = 1.0 / s
+        else:
+            lo, hi = safe.amin(-1, keepdim=True), safe.amax(-1, keepdim=True)
+            s = torch.maximum(hi - lo, eps32) / 255.0
+            y = 1.0 / s
+            zp = _saturating_round_int32(-128.0 - lo * y)
+        q = _codes(rows, y, out_dtype, zp)
+        q = torch.where(finite, q.view(torch.uint8), torch.tensor(FP8_NAN_CODE if out_dtype == FP8 else 0,
+                                                                   dtype=torch.uint8)).view(out_dtype)
+        s = torch.where(finite, s, torch.tensor(float("nan")))
+        if zp is not None:
+            zp = torch.where(finite, zp, torch.zeros_like(zp)).to(torch.int32).reshape(*v.shape[:-1], 1)
+        return q.reshape(v.shape), s.reshape(*v.shape[:-1], 1), zp
+    if granularity == "tensor_static":
+        s = static_scale.float().reshape(1)
+        usable = bool(s.item() > 0 and torch.isfinite(s).item())
+        q = _codes(rows, 1.0 / s, out_dtype)
+        finite = torch.tensor(usable)
+    else:
+        finite = torch.isfinite(rows).all()
+        amax = rows.abs().amax() if rows.numel() else torch.tensor(0.0)
+        s = (torch.maximum(torch.where(finite, amax, torch.tensor(0.0)), eps32) / hi_code).reshape(1)
+        q = _codes(rows, 1.0 / s, out_dtype)
+        s = torch.where(finite, s, torch.tensor(float("nan")))
+    nan = torch.tensor(FP8_NAN_CODE if out_dtype == FP8 else 0, dtype=torch.uint8)
+    q = torch.where(finite, q.view(torch.uint8), nan).view(out_dtype)
+    return q.reshape(v.shape), s, None

@@ -23,10 +23,12 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     import bench_host_overhead
     import bench_per_token_group_quant
     import bench_rmsnorm_quant
+    import bench_scaled_quant
 
     assert bench_per_token_group_quant.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert bench_scaled_quant.main(["--quick", "--out", str(tmp_path)]) == 0
     assert bench_rmsnorm_quant.main(["--quick", "--hidden", "256,128", "--out", str(tmp_path)]) == 0
-    for name in ("bench", "rmsnorm"):
+    for name in ("bench", "rmsnorm", "scaled"):
         table = (tmp_path / f"{name}.txt").read_text()
         assert table.splitlines()[0].split()[1] == "CPU", table
         # the CPU table's own columns: the rate per element, none of the GPU columns (PDL, roofline, anchors)
@@ -34,6 +36,9 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     fused = json.loads((tmp_path / "rmsnorm.json").read_text())["rows"]
     assert [(r["h"], r["m"]) for r in fused] == [(h, m) for h in (256, 128) for m in (1, 64, 1024)]
     assert all(r["us"] > 0 and r["pair_us"] > 0 and r["ns_per_element"] > 0 for r in fused)
+    scaled = json.loads((tmp_path / "scaled.json").read_text())["rows"]
+    assert {r["granularity"] for r in scaled} == {"token", "tensor_static", "tensor_dynamic"}
+    assert all(r["us"] > 0 for r in scaled)
     v2 = json.loads((tmp_path / "bench.json").read_text())["rows"]
     assert v2 and all(r["us"] > 0 and r["ns_per_element"] > 0 and r["gbs"] > 0 for r in v2)
     assert bench_host_overhead.main(["--calls", "20", "--reps", "3", "--out", str(tmp_path)]) == 0
@@ -80,7 +85,9 @@ def test_spec_verdicts():
 
 def test_readme_tables_render_a_run(tmp_path):
     """benchmark/readme_tables.py renders each benchmark's JSON as a Markdown table: one row per case (the
-    chain's two rows as one), the run's own numbers and the benchmarks' verdicts."""
+    chain's two rows as one; per-token / per-tensor: per shape), the run's own numbers and the benchmarks'
+    verdicts."""
+    import bench_scaled_quant as scaled_bench
     import readme_tables
 
     head = dict(date="2026-12-07", device="NVIDIA H100 80GB HBM3", copy_tbs=3.02, empty_kernel_us=None,
@@ -101,6 +108,16 @@ def test_readme_tables_render_a_run(tmp_path):
     assert table[1].startswith("| 10 chained launches") and "13.05 | 13.53 | 7.79 | 11.23" in table[1], table
     fused_lines = readme_tables.render(tmp_path / "rmsnorm.json")
     assert "| 64 | 7168 | yes | 2.87 | 2.27 | 0.50 | 22.0 | 2.97 (2.41) |  | ≤ FlashInfer: met |" in fused_lines
+    row = dict(m=4096, h=4096, code="fp8", us=17.0, us_pdl=16.5, roofline_pct_pdl=96.0, v2_us=17.2, v2_pdl_us=16.7)
+    scaled_rows = [dict(row, granularity="token"), dict(row, granularity="tensor_static", roofline_pct_pdl=94.0),
+                   dict(row, granularity="tensor_dynamic", us=30.0, us_pdl=29.0, roofline_pct_pdl=91.0),
+                   dict(row, code="int8", granularity="token")]
+    (tmp_path / "scaled.json").write_text(json.dumps(dict(head, rows=scaled_rows)))
+    assert ("| 4096 | 4096 | 17.00 / 16.50 | 17.00 / 16.50 | 30.00 / 29.00 | 17.00 / 16.50 | 17.20 / 16.70 | "
+            "96 / 94 / 91 / 96 | **missed**: static fp8 ≥ 95% roofline |") in readme_tables.render(tmp_path / "scaled.json")
+    small = dict(row, m=1, us=1.2, us_pdl=0.7, v2_us=1.3, v2_pdl_us=0.8, granularity="tensor_dynamic")
+    assert scaled_bench.spec_targets(small) == [("<= 1.5x v2", True)]
+    assert scaled_bench.spec_targets(dict(small, granularity="token", us_pdl=0.9)) == [("<= v2", False)]
 
 
 def test_readme_tables_are_the_runs_they_name(monkeypatch):

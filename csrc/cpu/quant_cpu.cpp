@@ -214,6 +214,95 @@ void rmsnorm_quantize_cpu(const RmsNormQuantParams& rp) {
                [&](int64_t begin, int64_t end) { rmsnorm_quantize_rows<T, Q, R>(rp, begin, end); });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Per-token and per-tensor quantization (docs/spec.md §8.1): the scalar steps are quant_params.h's, shared
+// with the CUDA kernels.
+
+// The code of c = v * y (an IEEE product; NaN only for a NaN v under a static scale).
+template <typename Q, typename R>
+Q code_rn(float c, int32_t zp) {
+  if constexpr (std::is_same_v<Q, int8_t>) {
+    return int8_code_rn(c, zp);
+  } else {
+    return std::isnan(c) ? nan_code<Q>() : Q(fp8_e4m3_bits(std::min(std::max(c, R::kMin), R::kMax)), Q::from_bits());
+  }
+}
+
+// The largest |v| of a row as fp32 bits (NaN/Inf patterns sort above every finite value).
+inline uint32_t abs_max_bits(const float* v, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, float_bits(v[i]) & 0x7fffffffu);
+  return m;
+}
+
+// The row's activation values (docs/spec.md §1's front).
+template <typename T>
+void row_values(const ScaledQuantParams& p, int64_t r, float* v) {
+  const T* gate = static_cast<const T*>(p.input) + r * p.in_row_stride;
+  activation(gate, p.fuse_silu_and_mul ? gate + p.hidden : nullptr, p.hidden, v);
+}
+
+// Rows [begin, end): per token, their scales (and zero points) and codes; per tensor, their codes at the
+// tensor's reciprocal scale y (finite: false when every code is NaN / 0).
+template <typename T, typename Q, typename R>
+SGLQ_CPU_CLONES void scaled_quantize_rows(const ScaledQuantParams& p, float tensor_y, bool tensor_finite,
+                                          int64_t begin, int64_t end) {
+  const int64_t H = p.hidden;
+  std::vector<float> v(H);
+  for (int64_t r = begin; r < end; ++r) {
+    row_values<T>(p, r, v.data());
+    float y = tensor_y;
+    bool finite = tensor_finite;
+    int32_t zp = 0;
+    if (p.granularity == Granularity::kPerToken || p.granularity == Granularity::kPerTokenAsym) {
+      const uint32_t amax = abs_max_bits(v.data(), H);
+      finite = amax < kNonFiniteBits;
+      float s;
+      if (p.granularity == Granularity::kPerTokenAsym) {
+        int32_t lo = INT32_MAX, hi = INT32_MIN;  // ordered keys, as the kernel compares them
+        for (int64_t i = 0; i < H; ++i) lo = std::min(lo, ordered_key(v[i])), hi = std::max(hi, ordered_key(v[i]));
+        s = asymmetric_scale(from_ordered_key(lo), from_ordered_key(hi), p.eps);
+        y = ieee_div(1.0f, s);
+        zp = finite ? asymmetric_zero_point(from_ordered_key(lo), y) : 0;
+        p.output_azp[r * p.s_row_stride] = zp;
+      } else {
+        const float ub = p.scale_ub ? *p.scale_ub : std::numeric_limits<float>::infinity();
+        s = symmetric_scale(bits_to_float(amax), ub, p.eps, R::kMax);
+        y = ieee_div(1.0f, s);
+      }
+      p.output_s[r * p.s_row_stride] = finite ? s : bits_to_float(kNanBits);
+    }
+    Q* q = static_cast<Q*>(p.output_q) + r * p.q_row_stride;
+    for (int64_t i = 0; i < H; ++i) q[i] = finite ? code_rn<Q, R>(ieee_mul(v[i], y), zp) : nan_code<Q>();
+  }
+}
+
+template <typename T, typename Q, typename R>
+void scaled_quantize_cpu(const ScaledQuantParams& p) {
+  float y = 0.0f;
+  bool finite = true;
+  if (p.granularity == Granularity::kPerTensorStatic) {
+    finite = usable_static_scale(*p.static_scale);
+    y = ieee_div(1.0f, *p.static_scale);
+  } else if (p.granularity == Granularity::kPerTensorDynamic) {  // the amax of every row first (a max: any order)
+    std::vector<uint32_t> row_amax(p.num_rows);
+    for_each_row(p.num_rows, p.hidden, [&](int64_t begin, int64_t end) {
+      std::vector<float> v(p.hidden);
+      for (int64_t r = begin; r < end; ++r) {
+        row_values<T>(p, r, v.data());
+        row_amax[r] = abs_max_bits(v.data(), p.hidden);
+      }
+    });
+    const uint32_t amax = *std::max_element(row_amax.begin(), row_amax.end());
+    finite = amax < kNonFiniteBits;
+    const float s = symmetric_scale(bits_to_float(amax), std::numeric_limits<float>::infinity(), p.eps, R::kMax);
+    y = ieee_div(1.0f, s);
+    *p.output_s = finite ? s : bits_to_float(kNanBits);
+  }
+  for_each_row(p.num_rows, p.hidden,
+               [&](int64_t begin, int64_t end) { scaled_quantize_rows<T, Q, R>(p, y, finite, begin, end); });
+}
+
 // Calls fn<T, Q, R>() for the call's input and code types.
 template <template <typename, typename, typename> class Fn, typename... Args>
 void dispatch_types(bool bf16, bool fp8, const Args&... args) {
@@ -226,6 +315,10 @@ void dispatch_types(bool bf16, bool fp8, const Args&... args) {
 template <typename T, typename Q, typename R>
 struct Quantize {
   static void run(const QuantParams& p) { quantize_cpu<T, Q, R>(p); }
+};
+template <typename T, typename Q, typename R>
+struct ScaledQuantize {
+  static void run(const ScaledQuantParams& p) { scaled_quantize_cpu<T, Q, R>(p); }
 };
 template <typename T, typename Q, typename R>
 struct RmsNormQuantize {
@@ -254,12 +347,26 @@ void rmsnorm_per_token_group_quant_8bit_cpu(const Tensor& input, const Tensor& w
   if (p.quant.num_groups() > 0) dispatch_types<RmsNormQuantize>(is_bf16(input), is_fp8(output_q), p);
 }
 
+void per_token_quant_8bit_cpu(const Tensor& input, Tensor output_q, Tensor output_s, std::optional<Tensor> output_azp,
+                              std::optional<Tensor> scale_ub, double eps, bool fuse_silu_and_mul, bool /*enable_pdl*/) {
+  const ScaledQuantParams p = make_per_token_params(input, output_q, output_s, output_azp, scale_ub, eps, fuse_silu_and_mul);
+  if (p.num_rows > 0) dispatch_types<ScaledQuantize>(is_bf16(input), is_fp8(output_q), p);
+}
+
+void per_tensor_quant_8bit_cpu(const Tensor& input, Tensor output_q, Tensor output_s, bool is_static, double eps,
+                               bool fuse_silu_and_mul, bool /*enable_pdl*/) {
+  const ScaledQuantParams p = make_per_tensor_params(input, output_q, output_s, is_static, eps, fuse_silu_and_mul);
+  if (p.num_rows > 0) dispatch_types<ScaledQuantize>(is_bf16(input), is_fp8(output_q), p);
+}
+
 }  // namespace
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CPU, m) {
   m.impl("per_token_group_quant_8bit_v2", TORCH_BOX(&per_token_group_quant_8bit_v2_cpu));
   m.impl("per_token_group_quant_fp8_dsv4", TORCH_BOX(&per_token_group_quant_fp8_dsv4_cpu));
   m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cpu));
+  m.impl("per_token_quant_8bit", TORCH_BOX(&per_token_quant_8bit_cpu));
+  m.impl("per_tensor_quant_8bit", TORCH_BOX(&per_tensor_quant_8bit_cpu));
 }
 
 }  // namespace sgl_quant

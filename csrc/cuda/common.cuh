@@ -95,24 +95,10 @@ __device__ __forceinline__ uint32_t silu_and_mul_pair(uint32_t gate, uint32_t up
 
 // IEEE fp32 steps without flush-to-zero (the fused norm, docs/spec.md §6.2): the build's --use_fast_math
 // would flush subnormal operands and results of ordinary fp32 arithmetic; the CPU implementation does not.
-__device__ __forceinline__ float ieee_add(float a, float b) {
-  float r;
-  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
-__device__ __forceinline__ float ieee_mul(float a, float b) {
-  float r;
-  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
+// (ieee_add, ieee_mul and ieee_div, which host code shares, are in quant_params.h.)
 __device__ __forceinline__ float ieee_fma(float a, float b, float c) {
   float r;
   asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
-  return r;
-}
-__device__ __forceinline__ float ieee_div(float a, float b) {
-  float r;
-  asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
 }
 __device__ __forceinline__ float ieee_sqrt(float a) {
@@ -211,8 +197,12 @@ struct CodeWords {
   }
 };
 
-template <typename T, typename R, int N>
-__device__ __forceinline__ CodeWords<N / 2> encode_words(const uint32_t (&w)[N], float y) {
+// The codes of 2N values v (N packed 16-bit pairs) at the reciprocal scale y. docs/spec.md §1 (per-token
+// groups): the fast-math product, int8 codes truncated toward zero. kNearestEven (§8.1, per token and per
+// tensor): the IEEE product (a subnormal bf16 v times a large y is not flushed), int8 codes rounded half to
+// even, plus the zero point zp (asymmetric int8; 0 otherwise).
+template <typename T, typename R, int N, bool kNearestEven = false>
+__device__ __forceinline__ CodeWords<N / 2> encode_words(const uint32_t (&w)[N], float y, int32_t zp = 0) {
   CodeWords<N / 2> codes;
 #pragma unroll
   for (int j = 0; j < N; j += 2) {
@@ -220,12 +210,19 @@ __device__ __forceinline__ CodeWords<N / 2> encode_words(const uint32_t (&w)[N],
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       float2 f = Pack2<T>::to_float2(w[j + k]);
-      f.x *= y;
-      f.y *= y;
+      if constexpr (kNearestEven) {
+        f = make_float2(ieee_mul(f.x, y), ieee_mul(f.y, y));
+      } else {
+        f.x *= y;
+        f.y *= y;
+      }
       if constexpr (R::kIsFp8) {
-        // Round to nearest even, saturating: the same codes as clamping to [-448, 448] first (f is
-        // finite here: non-finite groups are never encoded), two instructions per value fewer.
+        // Round to nearest even, saturating: the same codes as clamping to [-448, 448] first, two
+        // instructions per value fewer (a NaN stays NaN, 0x7f: only static per-tensor scales encode one).
         lohi[k] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
+      } else if constexpr (kNearestEven) {
+        lohi[k] = static_cast<uint32_t>(static_cast<uint8_t>(int8_code_rn(f.x, zp))) |
+                  static_cast<uint32_t>(static_cast<uint8_t>(int8_code_rn(f.y, zp))) << 8;
       } else {
         f.x = fminf(fmaxf(f.x, R::kMin), R::kMax);
         f.y = fminf(fmaxf(f.y, R::kMin), R::kMax);

@@ -5,6 +5,7 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <string>
 
@@ -23,6 +24,11 @@ SGLQ_DECLARE_LAUNCHERS(32)
 SGLQ_DECLARE_LAUNCHERS(64)
 SGLQ_DECLARE_LAUNCHERS(128)
 SGLQ_DECLARE_LAUNCHERS(256)
+
+// csrc/cuda/scaled_quant.cu
+cudaError_t scaled_quant_workspace(const ScaledQuantParams& p, bool bf16, const LaunchOptions& opt, int& entries);
+cudaError_t launch_scaled_quant(const ScaledQuantParams& p, bool bf16, bool fp8, uint32_t* partials, int num_partials,
+                                const LaunchOptions& opt);
 
 const char* built_cuda_archs();  // csrc/ops.cpp: the archs the build holds code for, "sm_90a,sm_100a,compute_90"
 
@@ -118,15 +124,8 @@ cudaError_t dispatch_group_size(const P& p, const QuantParams& q, const LaunchOp
 const QuantParams& codes_of(const QuantParams& p) { return p; }
 const QuantParams& codes_of(const RmsNormQuantParams& p) { return p.quant; }
 
-// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op) on the current
-// stream of input's device.
-template <typename P>
-void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
-  const QuantParams& q = codes_of(p);
-  SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
-  if (q.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
-  const int device = input.get_device_index();
-  const torch::stable::accelerator::DeviceGuard guard(device);
+// The launch options of a call on input's device (its current stream), which the caller guards.
+LaunchOptions launch_options(int device, bool enable_pdl) {
   const DeviceInfo info = device_info(device);
   LaunchOptions o;
   void* stream = nullptr;
@@ -141,6 +140,19 @@ void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable
   o.waves = g_launch_override.waves;
   o.rmsnorm_cluster = g_launch_override.rmsnorm_cluster;
   o.rmsnorm_stages = g_launch_override.rmsnorm_stages;
+  return o;
+}
+
+// Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op) on the current
+// stream of input's device.
+template <typename P>
+void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
+  const QuantParams& q = codes_of(p);
+  SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
+  if (q.num_groups() == 0) return;  // M == 0 or E == 0: nothing to launch
+  const int device = input.get_device_index();
+  const torch::stable::accelerator::DeviceGuard guard(device);
+  const LaunchOptions o = launch_options(device, enable_pdl);
   cudaError_t err;
   if (is_bf16(input)) {
     err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
@@ -149,6 +161,23 @@ void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable
     err = is_fp8(output_q) ? dispatch_group_size<__half, Fp8Range>(p, q, o) : dispatch_group_size<__half, Int8Range>(p, q, o);
   }
   SGLQ_CUDA_CHECK(err);
+}
+
+// Per-token / per-tensor calls (docs/spec.md §8): dynamic per-tensor calls of several rows get their
+// workspace (one uint32 per block of the amax kernel) from torch's caching allocator on the call's stream,
+// which CUDA graphs capture like any allocation.
+void launch_scaled(const ScaledQuantParams& p, const Tensor& input, const Tensor& output_q, bool enable_pdl) {
+  SGLQ_CHECK(input.is_cuda(), "sgl_quant: the CUDA implementation got input on ", input.device());
+  if (p.num_rows == 0) return;
+  const int device = input.get_device_index();
+  const torch::stable::accelerator::DeviceGuard guard(device);
+  const LaunchOptions o = launch_options(device, enable_pdl);
+  int entries = 0;
+  SGLQ_CUDA_CHECK(scaled_quant_workspace(p, is_bf16(input), o, entries));
+  std::optional<Tensor> workspace;
+  if (entries > 0) workspace = torch::stable::new_empty(input, {entries}, ScalarType::Int);
+  uint32_t* partials = workspace ? static_cast<uint32_t*>(workspace->data_ptr()) : nullptr;
+  SGLQ_CUDA_CHECK(launch_scaled_quant(p, is_bf16(input), is_fp8(output_q), partials, entries, o));
 }
 
 void per_token_group_quant_8bit_v2_cuda(const Tensor& input, Tensor output_q, Tensor output_s, int64_t group_size,
@@ -171,6 +200,18 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
   const RmsNormQuantParams p = make_rmsnorm_params(input, weight, residual, output_q, output_s, output_normed,
                                                    group_size, norm_eps, eps, min_8bit, max_8bit, scale_ue8m0);
   launch(p, input, output_q, enable_pdl);
+}
+
+void per_token_quant_8bit_cuda(const Tensor& input, Tensor output_q, Tensor output_s, std::optional<Tensor> output_azp,
+                               std::optional<Tensor> scale_ub, double eps, bool fuse_silu_and_mul, bool enable_pdl) {
+  launch_scaled(make_per_token_params(input, output_q, output_s, output_azp, scale_ub, eps, fuse_silu_and_mul), input,
+                output_q, enable_pdl);
+}
+
+void per_tensor_quant_8bit_cuda(const Tensor& input, Tensor output_q, Tensor output_s, bool is_static, double eps,
+                                bool fuse_silu_and_mul, bool enable_pdl) {
+  launch_scaled(make_per_tensor_params(input, output_q, output_s, is_static, eps, fuse_silu_and_mul), input, output_q,
+                enable_pdl);
 }
 
 }  // namespace
@@ -209,6 +250,8 @@ STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
   m.impl("per_token_group_quant_8bit_v2", TORCH_BOX(&per_token_group_quant_8bit_v2_cuda));
   m.impl("per_token_group_quant_fp8_dsv4", TORCH_BOX(&per_token_group_quant_fp8_dsv4_cuda));
   m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cuda));
+  m.impl("per_token_quant_8bit", TORCH_BOX(&per_token_quant_8bit_cuda));
+  m.impl("per_tensor_quant_8bit", TORCH_BOX(&per_tensor_quant_8bit_cuda));
 }
 
 }  // namespace sgl_quant

@@ -31,17 +31,20 @@ from find_cuda_home import find_cuda_home  # noqa: E402  (scripts/build/)
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
-# Kernels per group size and arch, by family and kernel name, each over {bf16, fp16} x {fp8, int8}: v2, the
-# general kernel (dense: {fp32, packed scales} x {plain, SiLU}; masked: {plain, SiLU}), the no-PDL kernels
-# (dense: {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed});
-# the fused RMSNorm op, 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms).
-KERNELS_PER_GROUP_SIZE = {
-    "v2": {"per_token_group_quant_kernel": 24, "dense_no_pdl_kernel": 16, "masked_no_pdl_kernel": 8,
-           "small_call_quant_kernel": 8},
-    "rmsnorm": {"rmsnorm_quant_kernel": 32},
+MAX_SCALED_REGISTERS = 64  # per-token / per-tensor: __launch_bounds__(1024)
+# Kernels per arch, by kernel name. Per group size (x 5), each over {bf16, fp16} x {fp8, int8}: v2, the general
+# kernel (dense: {fp32, packed scales} x {plain, SiLU}; masked: {plain, SiLU}), the no-PDL kernels (dense:
+# {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed}); the fused
+# RMSNorm op, 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms). Once:
+# per-token / per-tensor quantization, {bf16, fp16} x {fp8, int8} x {plain, SiLU}, and its amax kernel
+# ({bf16, fp16} x {plain, SiLU}).
+GROUP_SIZES = 5  # 16, 32, 64, 128, 256: one instantiation file per family and group size
+KERNELS_PER_ARCH = {
+    "per_token_group_quant_kernel": 24 * GROUP_SIZES, "dense_no_pdl_kernel": 16 * GROUP_SIZES,
+    "masked_no_pdl_kernel": 8 * GROUP_SIZES, "small_call_quant_kernel": 8 * GROUP_SIZES,
+    "rmsnorm_quant_kernel": 32 * GROUP_SIZES, "scaled_quant_kernel": 8, "tensor_amax_kernel": 4,
 }
 MAX_KERNELS_PER_ARCH = 500  # the budget (docs/design.md)
-GROUP_SIZES = 5  # 16, 32, 64, 128, 256: one instantiation file per family and group size
 # rmsnorm_quant.cuh's RmsNormSchedule, by value
 RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged"]
 def find_cuobjdump():
@@ -160,16 +163,18 @@ def main(argv=None):
 
     errors, worst, pdl_checked, counts = [], {}, 0, {}
     for arch, lines in sorted(resources.items()):
-        rows = [r for r in resource_rows(lines) if any(k in r[0] for f in KERNELS_PER_GROUP_SIZE.values() for k in f)]
+        rows = [r for r in resource_rows(lines) if any(k in r[0] for k in KERNELS_PER_ARCH)]
         sass = sass_functions(sass_of.get(arch, []))
         counts[arch] = len(rows)
-        for kernel, per_group_size in (kv for f in KERNELS_PER_GROUP_SIZE.values() for kv in f.items()):
-            found, expected = sum(kernel in name for name, _, _ in rows), per_group_size * GROUP_SIZES
+        for kernel, expected in KERNELS_PER_ARCH.items():
+            found = sum(kernel in name for name, _, _ in rows)
             if found != expected:
                 errors.append(f"{arch}: {found} {kernel}s, expected {expected}")
         for name, regs, spills in rows:
             no_pdl = "_no_pdl_kernel" in name  # launched only without PDL
-            if "small_call_quant_kernel" in name:
+            if "scaled_quant_kernel" in name or "tensor_amax_kernel" in name:
+                key, bound = (arch, "per-token/per-tensor" + (" amax" if "amax" in name else "")), MAX_SCALED_REGISTERS
+            elif "small_call_quant_kernel" in name:
                 key, bound = (arch, "v2 small-call"), MAX_REGISTERS[False]
             elif "rmsnorm_quant_kernel" in name:
                 # template arguments S (RmsNormSchedule, by value) and WAIT_AT_ROW

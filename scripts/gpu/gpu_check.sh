@@ -26,7 +26,7 @@ STEPS=${STEPS:-"build tests sanitizer redo bench"}  # "ncu" adds an Nsight Compu
 NCU_CASE=${NCU_CASE:-dense}                      # which launches ncu profiles: dense or masked
 BENCH_ARGS=${BENCH_ARGS:-}
 # BENCHES: which benchmarks step "bench" runs: v2 (bench_per_token_group_quant.py), rms (bench_rmsnorm_quant.py),
-# host (bench_host_overhead.py: host time per eager call)
+# scaled (bench_scaled_quant.py), host (bench_host_overhead.py: host time per eager call)
 # TEST_FILES: which tests/<name>.py files step "tests" runs; default every one
 TEST_FILES=${TEST_FILES:-$(cd tests && ls test_*.py | sed 's/\.py$//' | tr '\n' ' ')}
 summary=()
@@ -120,13 +120,16 @@ if [[ " $STEPS " == *" ncu "* ]]; then
   summary+=("ncu        rc=$?  tools.log")
 fi
 
-BENCHES=${BENCHES:-"v2 rms host"}
+BENCHES=${BENCHES:-"v2 rms scaled host"}
 if [[ " $STEPS " == *" bench "* ]]; then
   [[ " $BENCHES " == *" v2 "* ]] &&
     step bench 420 "$OUT/bench.log" $PY benchmark/bench_per_token_group_quant.py --out "$OUT" $BENCH_ARGS
   [[ " $BENCHES " == *" rms "* ]] &&
     step bench-rms 420 "$OUT/bench_rmsnorm.log" $PY benchmark/bench_rmsnorm_quant.py --out "$OUT" \
     $(printf '%s\n' $BENCH_ARGS | grep -E '^--(quick|no-baselines)$')
+  [[ " $BENCHES " == *" scaled "* ]] &&
+    step bench-scaled 420 "$OUT/bench_scaled.log" $PY benchmark/bench_scaled_quant.py --out "$OUT" \
+    $(printf '%s\n' $BENCH_ARGS | grep -E '^--quick$')
   [[ " $BENCHES " == *" host "* ]] &&
     step bench-host 120 "$OUT/bench_host.log" $PY benchmark/bench_host_overhead.py --out "$OUT/host"
 fi
@@ -142,6 +145,7 @@ failures=$([[ -f "$OUT/tests.log" ]] && grep -E "^FAILED|^ERROR" "$OUT/tests.log
   [[ -n $failures ]] && { echo "== failed tests"; echo "$failures"; }
   if [[ -f "$OUT/bench.txt" ]]; then echo "== bench"; cat "$OUT/bench.txt"; fi
   if [[ -f "$OUT/rmsnorm.txt" ]]; then echo "== bench rmsnorm"; cat "$OUT/rmsnorm.txt"; fi
+  if [[ -f "$OUT/scaled.txt" ]]; then echo "== bench scaled"; cat "$OUT/scaled.txt"; fi
   if [[ -f "$OUT/host/host_overhead.txt" ]]; then echo "== bench host"; cat "$OUT/host/host_overhead.txt"; fi
 } | tee -a "$OUT/summary.txt"
 # At most 8 files come back from the device machine: the logs (and the host benchmark's files, whose table

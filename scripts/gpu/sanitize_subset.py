@@ -4,7 +4,8 @@ SiLU, masked (with clamped counts), strided input, DSV4, empty inputs; masked wi
 the fused RMSNorm op with small (several rows per warp), one-warp, many-warp, cluster (distributed
 shared memory) and two-chunk teams, with and without residual and normed output, a long call (the
 prefetching kernel) and the staged kernel (rows copied into shared memory by the bulk-copy engine;
-blocks looping over rows with 1 and 2 stages). Exits non-zero if any result differs from the CPU op
+blocks looping over rows with 1 and 2 stages); per-token (symmetric, asymmetric) and per-tensor (static,
+dynamic: the two kernels and their workspace) quantization of aligned, unaligned, short and long rows. Exits non-zero if any result differs from the CPU op
 (on the paths where the two are exact).
 
 `--cpu` makes every call on the CPU instead (CI, tests/test_cpu_ops.py): the comparisons are then trivial,
@@ -93,6 +94,20 @@ def main(argv=None):
         failures += not fused_same_as_cpu(device, 300, 16384, 8, column_major_scales=True, scale_tma_aligned=True,
                                           scale_ue8m0=True)
     launches += 2
+    # per token / per tensor (docs/spec.md §8): the CPU gives the same bytes on the plain front
+    for (rows, k), silu in itertools.product(((1, 7168), (300, 4096), (33, 4100), (3, 40000)), (False, True)):
+        x = make_input((rows, k + 1), torch.bfloat16, seed=k, device=device)[:, 1:]  # unaligned rows
+        device_outs = None
+        for dev in (device,) if silu else (device, "cpu"):
+            xs = x.to(dev)
+            outs = [sgl_quant.per_token_quant_fp8(xs, fuse_silu_and_mul=silu),
+                    sgl_quant.per_token_quant_int8(xs, symmetric=False, fuse_silu_and_mul=silu),
+                    sgl_quant.per_tensor_quant_fp8(xs, fuse_silu_and_mul=silu),
+                    sgl_quant.per_tensor_quant_int8(xs, scale=0.01, fuse_silu_and_mul=silu)]
+            if device_outs is not None:
+                failures += not all(same(a, b) for got, want in zip(device_outs, outs) for a, b in zip(got, want))
+            device_outs = outs
+        launches += 4
     base = make_input((9, 6, 512), torch.float16, seed=3, device=device)
     sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
     sgl_quant.per_token_group_quant_fp8(base.view(54, 512)[:, 128:384], 64)
