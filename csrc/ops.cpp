@@ -49,6 +49,13 @@ STABLE_TORCH_LIBRARY(sgl_quant, m) {
   m.def(
       "per_tensor_quant_8bit(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, bool is_static, float eps, "
       "bool fuse_silu_and_mul, bool enable_pdl=False) -> ()");
+  m.def(
+      "rmsnorm_per_token_quant_8bit(Tensor input, Tensor weight, Tensor(a!)? residual, Tensor(b!) output_q, "
+      "Tensor(c!) output_s, Tensor(d!)? output_normed, Tensor? scale_ub, float norm_eps, float eps, "
+      "bool enable_pdl=False) -> ()");
+  m.def(
+      "rmsnorm_per_tensor_quant_8bit(Tensor input, Tensor weight, Tensor(a!)? residual, Tensor(b!) output_q, "
+      "Tensor scale, Tensor(c!)? output_normed, float norm_eps, bool enable_pdl=False) -> ()");
 }
 
 #if defined(SGL_QUANT_WITH_CUDA)

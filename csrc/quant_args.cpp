@@ -367,18 +367,32 @@ QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const 
   return p;
 }
 
-RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& residual,
-                                       const Tensor& output_q, const Tensor& output_s,
-                                       const std::optional<Tensor>& output_normed, int64_t group_size,
-                                       double norm_eps, double eps, double min_8bit, double max_8bit,
-                                       bool scale_ue8m0) {
-  constexpr const char* op = "sgl_quant.rmsnorm_per_token_group_quant_8bit";
+namespace {
+
+// A contiguous tensor of `numel` elements of `dtype` on input's device (scales, zero points, scale_ub).
+void check_vector(const char* op, const Tensor& input, const Tensor& t, const char* name, ScalarType dtype,
+                  int64_t numel, const char* shapes) {
+  SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
+  SGLQ_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", dtype, ", got ", t.scalar_type());
+  check_same_device(op, input, t, name);
+  SGLQ_CHECK(t.numel() == numel, op, ": ", name, " must have ", numel, " element", numel == 1 ? "" : "s", " (", shapes,
+             "), got shape ", t.sizes());
+  SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
+}
+
+
+// What the fused ops share (docs/spec.md §6.1, §8.3): input [M, H] (rows strided, H a multiple of `multiple`, at
+// most kMaxRmsNormHidden), weight [H], residual and output_normed contiguous [M, H] of input's dtype, output_q
+// contiguous [M, H] fp8 or int8; `quant` of the result describes input and output_q.
+RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Tensor& weight,
+                                  const std::optional<Tensor>& residual, const Tensor& output_q,
+                                  const std::optional<Tensor>& output_normed, double norm_eps, int64_t multiple,
+                                  const char* multiple_of) {
   SGLQ_CHECK(input.defined(), op, ": input is undefined");
   SGLQ_CHECK(input.dim() == 2, op, ": input must be 2-D [M, H], got shape ", input.sizes());
   check_input(op, input);
-  check_group_size(op, group_size);
   const int64_t M = input.size(0), H = input.size(1);
-  SGLQ_CHECK(H % group_size == 0, op, ": hidden size H=", H, " must be divisible by group_size=", group_size);
+  SGLQ_CHECK(H % multiple == 0, op, ": hidden size H=", H, " must be divisible by ", multiple_of, "=", multiple);
   SGLQ_CHECK(H <= kMaxRmsNormHidden, op, ": hidden size H=", H, " is too large (at most ", kMaxRmsNormHidden, ")");
 
   check_dense_tensor(op, input, weight, "weight", {H}, input.scalar_type());
@@ -389,38 +403,18 @@ RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight
   SGLQ_CHECK(std::isfinite(norm_eps) && norm_eps > 0 && static_cast<float>(norm_eps) > 0 &&
                  std::isfinite(static_cast<float>(norm_eps)), op,
              ": norm_eps must be a finite float > 0, got ", norm_eps);
-
-  const std::vector<int64_t> q_shape = {M, H};
-  check_dense_tensor(op, input, output_q, "output_q", q_shape);
-  check_codes(op, output_q, min_8bit, max_8bit);
-  check_eps(op, eps);
-  const int64_t groups = H / group_size;
-  const ScaleKind scale_kind = check_output_s(op, input, output_s, q_shape, groups, scale_ue8m0);
-  // residual and the outputs, each against every argument before it (residual's element is read and
-  // then written by one thread: only its overlap with another argument matters)
-  const std::pair<const Tensor*, const char*> rms_args[] = {
-      {&input, "input"},       {&weight, "weight"},
-      {has_residual ? &*residual : nullptr, "residual"},
-      {&output_q, "output_q"}, {&output_s, "output_s"},
-      {has_normed ? &*output_normed : nullptr, "output_normed"}};
-  check_no_overlap(op, rms_args, 2);
+  check_dense_tensor(op, input, output_q, "output_q", {M, H});
+  SGLQ_CHECK(output_q.scalar_type() == ScalarType::Float8_e4m3fn || output_q.scalar_type() == ScalarType::Char, op,
+             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
 
   RmsNormQuantParams r;
   QuantParams& p = r.quant;
   p.input = input.data_ptr();
   p.output_q = output_q.data_ptr();
-  p.output_s = output_s.data_ptr();
   p.num_outer = 1;
   p.rows_per_outer = M;
   p.in_row_stride = input.stride(0);
-  p.s_row_stride = output_s.stride(0);
-  p.s_group_stride = output_s.stride(1);
   p.hidden = static_cast<int32_t>(H);
-  p.groups_per_row = static_cast<int32_t>(groups);
-  p.group_size = static_cast<int32_t>(group_size);
-  p.eps = static_cast<float>(eps);
-  p.scale_kind = scale_kind;
-  check_group_count(op, p);
   r.weight = weight.data_ptr();
   r.residual = has_residual ? residual->data_ptr() : nullptr;
   r.output_normed = has_normed ? output_normed->data_ptr() : nullptr;
@@ -428,6 +422,82 @@ RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight
   return r;
 }
 
+// Residual and the outputs, each against every argument before it (residual's element is read and then
+// written by one thread: only its overlap with another argument matters). `scale`: read only (absent: null).
+void check_rmsnorm_overlaps(const char* op, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& residual,
+                            const Tensor& output_q, const Tensor& output_s, const char* output_s_name,
+                            const std::optional<Tensor>& output_normed, const Tensor* scale) {
+  const bool has_residual = residual.has_value() && residual->defined();
+  const bool has_normed = output_normed.has_value() && output_normed->defined();
+  const std::pair<const Tensor*, const char*> args[] = {
+      {&input, "input"},       {&weight, "weight"}, {scale, "scale_ub"},
+      {has_residual ? &*residual : nullptr, "residual"},
+      {&output_q, "output_q"}, {&output_s, output_s_name},
+      {has_normed ? &*output_normed : nullptr, "output_normed"}};
+  check_no_overlap(op, args, 3);
+}
+
+}  // namespace
+
+RmsNormQuantParams make_rmsnorm_params(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& residual,
+                                       const Tensor& output_q, const Tensor& output_s,
+                                       const std::optional<Tensor>& output_normed, int64_t group_size,
+                                       double norm_eps, double eps, double min_8bit, double max_8bit,
+                                       bool scale_ue8m0) {
+  constexpr const char* op = "sgl_quant.rmsnorm_per_token_group_quant_8bit";
+  SGLQ_CHECK(input.defined(), op, ": input is undefined");
+  check_group_size(op, group_size);
+  RmsNormQuantParams r =
+      rmsnorm_common(op, input, weight, residual, output_q, output_normed, norm_eps, group_size, "group_size");
+  check_codes(op, output_q, min_8bit, max_8bit);
+  check_eps(op, eps);
+  QuantParams& p = r.quant;
+  const int64_t groups = p.hidden / group_size;
+  p.scale_kind = check_output_s(op, input, output_s, {p.rows_per_outer, p.hidden}, groups, scale_ue8m0);
+  check_rmsnorm_overlaps(op, input, weight, residual, output_q, output_s, "output_s", output_normed, nullptr);
+  p.output_s = output_s.data_ptr();
+  p.s_row_stride = output_s.stride(0);
+  p.s_group_stride = output_s.stride(1);
+  p.groups_per_row = static_cast<int32_t>(groups);
+  p.group_size = static_cast<int32_t>(group_size);
+  p.eps = static_cast<float>(eps);
+  check_group_count(op, p);
+  return r;
+}
+
+RmsNormQuantParams make_rmsnorm_scaled_params(const char* op, const Tensor& input, const Tensor& weight,
+                                              const std::optional<Tensor>& residual, const Tensor& output_q,
+                                              const Tensor& scale, const std::optional<Tensor>& output_normed,
+                                              const std::optional<Tensor>& scale_ub, double norm_eps, double eps,
+                                              bool is_static) {
+  RmsNormQuantParams r = rmsnorm_common(op, input, weight, residual, output_q, output_normed, norm_eps,
+                                        kElemsPerChunk, "16 (the kernels' chunk)");
+  QuantParams& p = r.quant;
+  const bool has_ub = scale_ub.has_value() && scale_ub->defined();
+  if (is_static) {
+    check_vector(op, input, scale, "scale", ScalarType::Float, 1, "the tensor's scale: [] or [1]");
+    if (scale.is_cpu()) {  // on a GPU the kernel's rule applies: reading it would synchronize
+      const float s = *static_cast<const float*>(scale.data_ptr());
+      SGLQ_CHECK(usable_static_scale(s), op, ": scale must be a positive finite float, got ", static_cast<double>(s));
+    }
+  } else {
+    check_vector(op, input, scale, "output_s", ScalarType::Float, p.rows_per_outer, "one scale per row: [M, 1] or [M]");
+    check_eps(op, eps);
+    if (has_ub) check_vector(op, input, *scale_ub, "scale_ub", ScalarType::Float, 1, "[] or [1]");
+  }
+  check_rmsnorm_overlaps(op, input, weight, residual, output_q, scale, is_static ? "scale" : "output_s", output_normed,
+                         has_ub ? &*scale_ub : nullptr);
+  p.output_s = is_static ? nullptr : scale.data_ptr();
+  p.s_row_stride = 1;
+  p.groups_per_row = p.hidden / kElemsPerChunk;
+  p.group_size = kElemsPerChunk;
+  p.eps = static_cast<float>(eps);
+  r.scaled = true;
+  r.granularity = is_static ? Granularity::kPerTensorStatic : Granularity::kPerToken;
+  r.scale = is_static ? static_cast<const float*>(scale.data_ptr())
+                      : (has_ub ? static_cast<const float*>(scale_ub->data_ptr()) : nullptr);
+  return r;
+}
 
 namespace {
 
@@ -487,17 +557,6 @@ ScaledQuantParams scaled_common(const char* op, const Tensor& input, const Tenso
   p.eps = static_cast<float>(eps);
   p.fuse_silu_and_mul = fuse_silu_and_mul;
   return p;
-}
-
-// A contiguous tensor of `numel` elements of `dtype` on input's device (scales, zero points, scale_ub).
-void check_vector(const char* op, const Tensor& input, const Tensor& t, const char* name, ScalarType dtype,
-                  int64_t numel, const char* shapes) {
-  SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
-  SGLQ_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", dtype, ", got ", t.scalar_type());
-  check_same_device(op, input, t, name);
-  SGLQ_CHECK(t.numel() == numel, op, ": ", name, " must have ", numel, " element", numel == 1 ? "" : "s", " (", shapes,
-             "), got shape ", t.sizes());
-  SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
 }
 
 }  // namespace

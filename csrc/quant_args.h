@@ -93,6 +93,15 @@ ScaledQuantParams make_per_token_params(const Tensor& input, const Tensor& outpu
 ScaledQuantParams make_per_tensor_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s,
                                          bool is_static, double eps, bool fuse_silu_and_mul);
 
+// Validates the arguments of sgl_quant::rmsnorm_per_token_quant_8bit (is_static false: `scale` is output_s,
+// one scale per row) and sgl_quant::rmsnorm_per_tensor_quant_8bit (is_static: `scale` is the static scale)
+// (docs/spec.md §8.3); `op` names the op in errors.
+RmsNormQuantParams make_rmsnorm_scaled_params(const char* op, const Tensor& input, const Tensor& weight,
+                                              const std::optional<Tensor>& residual, const Tensor& output_q,
+                                              const Tensor& scale, const std::optional<Tensor>& output_normed,
+                                              const std::optional<Tensor>& scale_ub, double norm_eps, double eps,
+                                              bool is_static);
+
 // The element types of a call, for the dispatch to a kernel variant.
 bool is_bf16(const Tensor& input);
 bool is_fp8(const Tensor& output_q);

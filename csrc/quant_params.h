@@ -63,6 +63,14 @@ struct QuantParams {
   SGLQ_HD int64_t num_groups() const { return num_rows() * groups_per_row; }
 };
 
+// Per-token and per-tensor quantization (docs/spec.md §8): how the scales are taken.
+enum class Granularity : int {
+  kPerToken = 0,          // a scale per row: amax = max(eps, min(max |v|, scale_ub))
+  kPerTokenAsym = 1,      // int8, a scale and a zero point per row, from the row's min and max
+  kPerTensorStatic = 2,   // the caller's scale
+  kPerTensorDynamic = 3,  // one scale from the whole tensor's amax
+};
+
 // The fused (add +) RMSNorm -> quantization problem (docs/spec.md §6): `quant` describes the input rows
 // (row stride allowed) and the codes and scales exactly as v2 would for a 2-D input (num_outer = 1);
 // weight, residual and output_normed are [H] / contiguous [M, H] of the input's type.
@@ -72,7 +80,17 @@ struct RmsNormQuantParams {
   void* residual = nullptr;       // null: no residual (z = x); else read, and written with T(x + r)
   void* output_normed = nullptr;  // null: the normalized activation is not stored
   float norm_eps = 1e-6f;
+  // Per-token / per-tensor codes (docs/spec.md §8.3) instead of per-group ones: kPerToken (one fp32 scale per
+  // row into quant.output_s, stride quant.s_row_stride) or kPerTensorStatic (the scale `scale`, read only).
+  // quant.group_size is then 16: the layout of a row's chunks, not a scale granularity.
+  bool scaled = false;
+  Granularity granularity = Granularity::kPerToken;
+  const float* scale = nullptr;  // kPerToken: scale_ub (null: none); kPerTensorStatic: the scale
 };
+
+// The fused op's kernels hold a row in chunks of 16 elements (two 16-byte vectors): its per-token / per-tensor
+// codes need H % 16 == 0 (its group codes, H % group_size == 0).
+constexpr int64_t kElemsPerChunk = 16;
 
 // Largest H of the fused op: the CUDA kernel keeps a row in the registers of at most 1024 threads,
 // two 16-element chunks each.
@@ -181,13 +199,6 @@ struct Int8Range {
 // ---------------------------------------------------------------------------------------------
 // Per-token and per-tensor quantization (docs/spec.md §8.1): the scalar steps, shared by the CPU
 // implementation and the CUDA kernels so that both give the same bytes.
-
-enum class Granularity : int {
-  kPerToken = 0,          // a scale per row: amax = max(eps, min(max |v|, scale_ub))
-  kPerTokenAsym = 1,      // int8, a scale and a zero point per row, from the row's min and max
-  kPerTensorStatic = 2,   // the caller's scale
-  kPerTensorDynamic = 3,  // one scale from the whole tensor's amax
-};
 
 // One per-token / per-tensor problem: rows of `hidden` codes (input rows of 2 * hidden with fused SiLU).
 struct ScaledQuantParams {

@@ -28,6 +28,11 @@ from .scaled import (
     per_token_quant_8bit,
     per_token_quant_fp8,
     per_token_quant_int8,
+    rmsnorm_per_tensor_quant_8bit,
+    rmsnorm_per_tensor_quant_fp8,
+    rmsnorm_per_token_quant_8bit,
+    rmsnorm_per_token_quant_fp8,
+    rmsnorm_per_token_quant_int8,
 )
 
 
@@ -67,4 +72,9 @@ __all__ = [
     "rmsnorm_per_token_group_quant_8bit",
     "rmsnorm_per_token_group_quant_fp8",
     "rmsnorm_per_token_group_quant_int8",
+    "rmsnorm_per_tensor_quant_8bit",
+    "rmsnorm_per_tensor_quant_fp8",
+    "rmsnorm_per_token_quant_8bit",
+    "rmsnorm_per_token_quant_fp8",
+    "rmsnorm_per_token_quant_int8",
 ]

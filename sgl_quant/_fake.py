@@ -47,3 +47,17 @@ def _per_token_quant_8bit_fake(input, output_q, output_s, output_azp, scale_ub, 
 @torch.library.register_fake("sgl_quant::per_tensor_quant_8bit")
 def _per_tensor_quant_8bit_fake(input, output_q, output_s, is_static, eps, fuse_silu_and_mul, enable_pdl=False):
     _check_same_device("per_tensor_quant_8bit", input, output_q=output_q, output_s=output_s)
+
+
+@torch.library.register_fake("sgl_quant::rmsnorm_per_token_quant_8bit")
+def _rmsnorm_per_token_quant_8bit_fake(input, weight, residual, output_q, output_s, output_normed, scale_ub, norm_eps,
+                                       eps, enable_pdl=False):
+    _check_same_device("rmsnorm_per_token_quant_8bit", input, weight=weight, residual=residual, output_q=output_q,
+                       output_s=output_s, output_normed=output_normed, scale_ub=scale_ub)
+
+
+@torch.library.register_fake("sgl_quant::rmsnorm_per_tensor_quant_8bit")
+def _rmsnorm_per_tensor_quant_8bit_fake(input, weight, residual, output_q, scale, output_normed, norm_eps,
+                                        enable_pdl=False):
+    _check_same_device("rmsnorm_per_tensor_quant_8bit", input, weight=weight, residual=residual, output_q=output_q,
+                       scale=scale, output_normed=output_normed)

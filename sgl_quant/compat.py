@@ -17,6 +17,10 @@ Per-token and per-tensor (docs/spec.md §8): vLLM's ``scaled_fp8_quant`` and ``s
 arguments and output layouts, sgl_quant's math (docs/spec.md §8.1; per-tensor fp8 gives vLLM's bytes, per-token
 codes may differ from theirs by one step on a small fraction, int8 ties round to even).
 
+Fused fronts (docs/spec.md §8.3): vLLM's ``rms_norm_dynamic_per_token_quant``, ``rms_norm_static_fp8_quant``,
+``fused_add_rms_norm_static_fp8_quant`` and ``silu_and_mul_quant``, FlashInfer's ``rmsnorm_quant`` and
+``fused_add_rmsnorm_quant``: their arguments, sgl_quant's math (the exact RMSNorm of §6.2, then §8.1).
+
 ``enable_v2``: sgl_quant implements the v2 kernel's semantics only (the bits the serving stack
 produces with ``enable_v2=True``). ``None`` and ``True`` are the same; ``False`` (the legacy v1
 kernel) also runs v2 and warns once, since v1 and v2 are not guaranteed to agree bit for bit.
@@ -34,7 +38,8 @@ from .quant import (
     _first_rows_transposed,
     rmsnorm_per_token_group_quant_8bit,
 )
-from .scaled import per_tensor_quant_8bit, per_token_quant_8bit
+from .scaled import (per_tensor_quant_8bit, per_token_quant_8bit, rmsnorm_per_tensor_quant_8bit,
+                     rmsnorm_per_token_quant_8bit)
 
 _warned_v1 = False
 
@@ -228,6 +233,63 @@ def per_token_quant_int8(x: torch.Tensor, scale_dtype: torch.dtype = torch.float
     return x_q, scales if scale_dtype == torch.float32 else scales.to(scale_dtype)
 
 
-__all__ = ["fused_add_rmsnorm_fp8_block_quant", "per_token_quant_int8", "rms_norm_per_block_quant", "scaled_fp8_quant",
-           "scaled_int8_quant", "sgl_per_tensor_quant_fp8", "sgl_per_token_group_quant_8bit", "sgl_per_token_quant_fp8",
+def rms_norm_dynamic_per_token_quant(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    epsilon: float,
+    quant_dtype: torch.dtype,
+    scale_ub: Optional[torch.Tensor] = None,
+    residual: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``_custom_ops.rms_norm_dynamic_per_token_quant``: returns ``(output, scales)``, ``scales`` fp32
+    ``[M, 1]``; ``residual`` (if given) is updated in place to ``input + residual`` and normalized."""
+    if quant_dtype not in (FP8_DTYPE, torch.int8):
+        raise ValueError(f"rms_norm_dynamic_per_token_quant: quant_dtype must be float8_e4m3fn or int8, got {quant_dtype}")
+    h = input.shape[-1]
+    rows = input.numel() // h if h else 0
+    output = torch.empty(size=input.shape, dtype=quant_dtype, device=input.device)
+    scales = torch.empty(size=(rows, 1), dtype=torch.float32, device=input.device)
+    # [..., H] as the [M, H] rows the op takes (views: the residual is updated in place)
+    rmsnorm_per_token_quant_8bit(input.reshape(rows, h), weight, output.view(rows, h), scales, epsilon,
+                                 residual=None if residual is None else residual.view(rows, h), scale_ub=scale_ub)
+    return output, scales
+
+
+def rms_norm_static_fp8_quant(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                              epsilon: float) -> None:
+    """vLLM's ``rms_norm_static_fp8_quant``: ``out`` (fp8) <- RMSNorm(input) * weight at the static ``scale``."""
+    rmsnorm_per_tensor_quant_8bit(input, weight, out, scale, epsilon)
+
+
+def fused_add_rms_norm_static_fp8_quant(out: torch.Tensor, input: torch.Tensor, residual: torch.Tensor,
+                                        weight: torch.Tensor, scale: torch.Tensor, epsilon: float) -> None:
+    """vLLM's ``fused_add_rms_norm_static_fp8_quant``: ``residual <- input + residual``, ``out`` (fp8) <-
+    RMSNorm(residual) * weight at the static ``scale``."""
+    rmsnorm_per_tensor_quant_8bit(input, weight, out, scale, epsilon, residual=residual)
+
+
+def silu_and_mul_quant(out: torch.Tensor, input: torch.Tensor, scale: torch.Tensor) -> None:
+    """vLLM's ``silu_and_mul_quant``: ``out`` (fp8, ``[..., H]``) <- SiLU(gate) * up of ``input`` (``[..., 2H]``) at
+    the static ``scale``."""
+    per_tensor_quant_8bit(input, out, scale, is_static=True, fuse_silu_and_mul=True)
+
+
+def rmsnorm_quant(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                  eps: float = 1e-6, enable_pdl: Optional[bool] = None) -> None:
+    """FlashInfer's ``flashinfer.norm.rmsnorm_quant``: ``out`` (fp8) <- RMSNorm(input) * weight at the static
+    ``scale`` (``out * scale`` dequantizes)."""
+    rmsnorm_per_tensor_quant_8bit(input, weight, out, scale, eps, enable_pdl=enable_pdl)
+
+
+def fused_add_rmsnorm_quant(out: torch.Tensor, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            scale: torch.Tensor, eps: float = 1e-6, enable_pdl: Optional[bool] = None) -> None:
+    """FlashInfer's ``flashinfer.norm.fused_add_rmsnorm_quant``: ``residual <- input + residual``, ``out`` (fp8) <-
+    RMSNorm(residual) * weight at the static ``scale``."""
+    rmsnorm_per_tensor_quant_8bit(input, weight, out, scale, eps, residual=residual, enable_pdl=enable_pdl)
+
+
+__all__ = ["fused_add_rms_norm_static_fp8_quant", "fused_add_rmsnorm_fp8_block_quant", "fused_add_rmsnorm_quant",
+           "per_token_quant_int8", "rms_norm_dynamic_per_token_quant", "rms_norm_per_block_quant",
+           "rms_norm_static_fp8_quant", "rmsnorm_quant", "scaled_fp8_quant", "scaled_int8_quant", "silu_and_mul_quant",
+           "sgl_per_tensor_quant_fp8", "sgl_per_token_group_quant_8bit", "sgl_per_token_quant_fp8",
            "sglang_per_token_group_quant_fp8"]

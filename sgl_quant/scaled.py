@@ -141,3 +141,106 @@ def per_tensor_quant_int8(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Per-tensor INT8 (codes rounded half to even), static or dynamic as ``per_tensor_quant_fp8``."""
     return _per_tensor(x, scale, fuse_silu_and_mul, eps, enable_pdl, torch.int8)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fused (add +) RMSNorm fronts (docs/spec.md §8.3): the RMSNorm of §6.2, then the per-token or static per-tensor
+# quantization of its normed values, one pass over the input.
+
+def rmsnorm_per_token_quant_8bit(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    output_q: torch.Tensor,
+    output_s: torch.Tensor,
+    norm_eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    output_normed: Optional[torch.Tensor] = None,
+    scale_ub: Optional[torch.Tensor] = None,
+    eps: float = 1e-10,
+    enable_pdl: Optional[bool] = None,
+) -> None:
+    """In place: ``residual <- T(x + residual)`` (if given), ``n = T(z / rms(z) * weight)`` (docs/spec.md §6.2:
+    the same bytes as ``rmsnorm_per_token_group_quant_8bit``'s), ``output_normed <- n`` (if given), and the
+    per-token codes and scales of ``n`` (``per_token_quant_8bit``'s bytes for ``n``) into ``output_q`` /
+    ``output_s`` (fp32, ``M`` elements). ``input`` ``[M, H]``, ``H`` a multiple of 16 up to 32768."""
+    torch.ops.sgl_quant.rmsnorm_per_token_quant_8bit(input, weight, residual, output_q, output_s, output_normed,
+                                                     scale_ub, norm_eps, eps, _pdl(enable_pdl))
+
+
+def rmsnorm_per_tensor_quant_8bit(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    output_q: torch.Tensor,
+    scale: torch.Tensor,
+    norm_eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    output_normed: Optional[torch.Tensor] = None,
+    enable_pdl: Optional[bool] = None,
+) -> None:
+    """``rmsnorm_per_token_quant_8bit`` with a static per-tensor ``scale`` (fp32, one element, read only)."""
+    torch.ops.sgl_quant.rmsnorm_per_tensor_quant_8bit(input, weight, residual, output_q, scale, output_normed,
+                                                      norm_eps, _pdl(enable_pdl))
+
+
+def _rmsnorm_outputs(x, dtype, return_normed):
+    _check_x(x, (2,), "2-D [M, H]")
+    q = torch.empty(size=x.shape, dtype=dtype, device=x.device)
+    return q, torch.empty(size=x.shape, dtype=x.dtype, device=x.device) if return_normed else None
+
+
+def _rmsnorm_per_token(x, weight, eps, residual, scale_ub, return_normed, enable_pdl, quant_eps, dtype):
+    q, normed = _rmsnorm_outputs(x, dtype, return_normed)
+    s = torch.empty(size=(x.shape[0], 1), dtype=torch.float32, device=x.device)
+    torch.ops.sgl_quant.rmsnorm_per_token_quant_8bit(x, weight, residual, q, s, normed, scale_ub, eps, quant_eps,
+                                                     _pdl(enable_pdl))
+    return (q, s, normed) if return_normed else (q, s)
+
+
+def rmsnorm_per_token_quant_fp8(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    scale_ub: Optional[torch.Tensor] = None,
+    return_normed: bool = False,
+    enable_pdl: Optional[bool] = None,
+    *,
+    quant_eps: float = 1e-10,
+) -> Tuple[torch.Tensor, ...]:
+    """Fused (add +) RMSNorm -> dynamic per-token FP8: returns ``(q, s)`` or ``(q, s, normed)``; ``s`` fp32
+    ``[M, 1]``. ``eps`` is the RMSNorm epsilon, ``quant_eps`` the quantization one; ``residual`` is updated in
+    place. Deterministic and batch-invariant; the CPU implementation gives the same bytes."""
+    return _rmsnorm_per_token(x, weight, eps, residual, scale_ub, return_normed, enable_pdl, quant_eps, FP8_DTYPE)
+
+
+def rmsnorm_per_token_quant_int8(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    scale_ub: Optional[torch.Tensor] = None,
+    return_normed: bool = False,
+    enable_pdl: Optional[bool] = None,
+    *,
+    quant_eps: float = 1e-10,
+) -> Tuple[torch.Tensor, ...]:
+    """``rmsnorm_per_token_quant_fp8`` with int8 codes (rounded half to even)."""
+    return _rmsnorm_per_token(x, weight, eps, residual, scale_ub, return_normed, enable_pdl, quant_eps, torch.int8)
+
+
+def rmsnorm_per_tensor_quant_fp8(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    scale: Union[float, torch.Tensor],
+    eps: float = 1e-6,
+    residual: Optional[torch.Tensor] = None,
+    return_normed: bool = False,
+    enable_pdl: Optional[bool] = None,
+    out_dtype: torch.dtype = FP8_DTYPE,
+) -> Tuple[torch.Tensor, ...]:
+    """Fused (add +) RMSNorm -> static per-tensor FP8 (``out_dtype=torch.int8``: INT8) at ``scale`` (a positive
+    float, or an fp32 one-element tensor on x's device): returns ``(q, scale)`` or ``(q, scale, normed)``."""
+    q, normed = _rmsnorm_outputs(x, out_dtype, return_normed)
+    s = _static_scale(scale, x.device)
+    torch.ops.sgl_quant.rmsnorm_per_tensor_quant_8bit(x, weight, residual, q, s, normed, eps, _pdl(enable_pdl))
+    return (q, s, normed) if return_normed else (q, s)

@@ -151,6 +151,63 @@ void quantize_cpu(const QuantParams& p) {
   for_each_row(p.num_rows(), p.hidden, [&](int64_t begin, int64_t end) { quantize_rows<T, Q, R>(p, begin, end); });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Per-token and per-tensor quantization (docs/spec.md §8.1): the scalar steps are quant_params.h's, shared
+// with the CUDA kernels.
+
+// The code of c = v * y (an IEEE product; NaN only for a NaN v under a static scale).
+template <typename Q, typename R>
+Q code_rn(float c, int32_t zp) {
+  if constexpr (std::is_same_v<Q, int8_t>) {
+    return int8_code_rn(c, zp);
+  } else {
+    return std::isnan(c) ? nan_code<Q>() : Q(fp8_e4m3_bits(std::min(std::max(c, R::kMin), R::kMax)), Q::from_bits());
+  }
+}
+
+// The largest |v| of a row as fp32 bits (NaN/Inf patterns sort above every finite value).
+inline uint32_t abs_max_bits(const float* v, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, float_bits(v[i]) & 0x7fffffffu);
+  return m;
+}
+
+// The row's activation values (docs/spec.md §1's front).
+template <typename T>
+void row_values(const ScaledQuantParams& p, int64_t r, float* v) {
+  const T* gate = static_cast<const T*>(p.input) + r * p.in_row_stride;
+  activation(gate, p.fuse_silu_and_mul ? gate + p.hidden : nullptr, p.hidden, v);
+}
+
+// docs/spec.md §8.1 for one row of activation values v[0, H): per token, its scale (and zero point) into *s_out
+// (*azp_out), then its codes; per tensor, its codes at the tensor's reciprocal scale y (finite: false when
+// every code is NaN / 0).
+template <typename Q, typename R>
+SGLQ_CPU_CLONES void scaled_quantize_row(const float* v, int64_t H, Granularity granularity, float eps,
+                                         const float* scale_ub, float y, bool finite, float* s_out, int32_t* azp_out,
+                                         Q* q) {
+  int32_t zp = 0;
+  if (granularity == Granularity::kPerToken || granularity == Granularity::kPerTokenAsym) {
+    const uint32_t amax = abs_max_bits(v, H);
+    finite = amax < kNonFiniteBits;
+    float s;
+    if (granularity == Granularity::kPerTokenAsym) {
+      int32_t lo = INT32_MAX, hi = INT32_MIN;  // ordered keys, as the kernel compares them
+      for (int64_t i = 0; i < H; ++i) lo = std::min(lo, ordered_key(v[i])), hi = std::max(hi, ordered_key(v[i]));
+      s = asymmetric_scale(from_ordered_key(lo), from_ordered_key(hi), eps);
+      y = ieee_div(1.0f, s);
+      zp = finite ? asymmetric_zero_point(from_ordered_key(lo), y) : 0;
+      *azp_out = zp;
+    } else {
+      const float ub = scale_ub ? *scale_ub : std::numeric_limits<float>::infinity();
+      s = symmetric_scale(bits_to_float(amax), ub, eps, R::kMax);
+      y = ieee_div(1.0f, s);
+    }
+    *s_out = finite ? s : bits_to_float(kNanBits);
+  }
+  for (int64_t i = 0; i < H; ++i) q[i] = finite ? code_rn<Q, R>(ieee_mul(v[i], y), zp) : nan_code<Q>();
+}
+
 // The sum of squares of one row in the order of docs/spec.md §6.3 and the CUDA kernel
 // (csrc/cuda/rmsnorm_quant.cuh): per 8-element vector an fma chain from +0, then a pairwise tree
 // over the vectors (adjacent pairs first), zeros padding the vector count to a power of two.
@@ -204,6 +261,15 @@ SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t
       for (int64_t i = 0; i < H; ++i) normed[i] = round_to<T>(v[i]);
     }
     Q* q_row = static_cast<Q*>(p.output_q) + r * H;
+    if (rp.scaled) {  // per-token / per-tensor codes (docs/spec.md §8.3)
+      const bool per_tensor = rp.granularity == Granularity::kPerTensorStatic;
+      const float y = per_tensor ? ieee_div(1.0f, *rp.scale) : 0.0f;
+      scaled_quantize_row<Q, R>(v.data(), H, rp.granularity, p.eps, per_tensor ? nullptr : rp.scale, y,
+                                per_tensor && usable_static_scale(*rp.scale),
+                                per_tensor ? nullptr : static_cast<float*>(p.output_s) + r * p.s_row_stride, nullptr,
+                                q_row);
+      continue;
+    }
     for (int64_t g = 0; g < G; ++g) quantize_group<Q, R>(p, v.data() + g * gs, q_row + g * gs, r * p.s_row_stride, g);
   }
 }
@@ -214,66 +280,16 @@ void rmsnorm_quantize_cpu(const RmsNormQuantParams& rp) {
                [&](int64_t begin, int64_t end) { rmsnorm_quantize_rows<T, Q, R>(rp, begin, end); });
 }
 
-// ---------------------------------------------------------------------------------------------
-// Per-token and per-tensor quantization (docs/spec.md §8.1): the scalar steps are quant_params.h's, shared
-// with the CUDA kernels.
-
-// The code of c = v * y (an IEEE product; NaN only for a NaN v under a static scale).
-template <typename Q, typename R>
-Q code_rn(float c, int32_t zp) {
-  if constexpr (std::is_same_v<Q, int8_t>) {
-    return int8_code_rn(c, zp);
-  } else {
-    return std::isnan(c) ? nan_code<Q>() : Q(fp8_e4m3_bits(std::min(std::max(c, R::kMin), R::kMax)), Q::from_bits());
-  }
-}
-
-// The largest |v| of a row as fp32 bits (NaN/Inf patterns sort above every finite value).
-inline uint32_t abs_max_bits(const float* v, int64_t n) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, float_bits(v[i]) & 0x7fffffffu);
-  return m;
-}
-
-// The row's activation values (docs/spec.md §1's front).
-template <typename T>
-void row_values(const ScaledQuantParams& p, int64_t r, float* v) {
-  const T* gate = static_cast<const T*>(p.input) + r * p.in_row_stride;
-  activation(gate, p.fuse_silu_and_mul ? gate + p.hidden : nullptr, p.hidden, v);
-}
-
-// Rows [begin, end): per token, their scales (and zero points) and codes; per tensor, their codes at the
-// tensor's reciprocal scale y (finite: false when every code is NaN / 0).
+// Rows [begin, end) of a per-token / per-tensor call (tensor_y, tensor_finite: per tensor, the tensor's).
 template <typename T, typename Q, typename R>
 SGLQ_CPU_CLONES void scaled_quantize_rows(const ScaledQuantParams& p, float tensor_y, bool tensor_finite,
                                           int64_t begin, int64_t end) {
-  const int64_t H = p.hidden;
-  std::vector<float> v(H);
+  std::vector<float> v(p.hidden);
   for (int64_t r = begin; r < end; ++r) {
     row_values<T>(p, r, v.data());
-    float y = tensor_y;
-    bool finite = tensor_finite;
-    int32_t zp = 0;
-    if (p.granularity == Granularity::kPerToken || p.granularity == Granularity::kPerTokenAsym) {
-      const uint32_t amax = abs_max_bits(v.data(), H);
-      finite = amax < kNonFiniteBits;
-      float s;
-      if (p.granularity == Granularity::kPerTokenAsym) {
-        int32_t lo = INT32_MAX, hi = INT32_MIN;  // ordered keys, as the kernel compares them
-        for (int64_t i = 0; i < H; ++i) lo = std::min(lo, ordered_key(v[i])), hi = std::max(hi, ordered_key(v[i]));
-        s = asymmetric_scale(from_ordered_key(lo), from_ordered_key(hi), p.eps);
-        y = ieee_div(1.0f, s);
-        zp = finite ? asymmetric_zero_point(from_ordered_key(lo), y) : 0;
-        p.output_azp[r * p.s_row_stride] = zp;
-      } else {
-        const float ub = p.scale_ub ? *p.scale_ub : std::numeric_limits<float>::infinity();
-        s = symmetric_scale(bits_to_float(amax), ub, p.eps, R::kMax);
-        y = ieee_div(1.0f, s);
-      }
-      p.output_s[r * p.s_row_stride] = finite ? s : bits_to_float(kNanBits);
-    }
-    Q* q = static_cast<Q*>(p.output_q) + r * p.q_row_stride;
-    for (int64_t i = 0; i < H; ++i) q[i] = finite ? code_rn<Q, R>(ieee_mul(v[i], y), zp) : nan_code<Q>();
+    scaled_quantize_row<Q, R>(v.data(), p.hidden, p.granularity, p.eps, p.scale_ub, tensor_y, tensor_finite,
+                              p.output_s + r * p.s_row_stride, p.output_azp ? p.output_azp + r * p.s_row_stride : nullptr,
+                              static_cast<Q*>(p.output_q) + r * p.q_row_stride);
   }
 }
 
@@ -359,6 +375,24 @@ void per_tensor_quant_8bit_cpu(const Tensor& input, Tensor output_q, Tensor outp
   if (p.num_rows > 0) dispatch_types<ScaledQuantize>(is_bf16(input), is_fp8(output_q), p);
 }
 
+void rmsnorm_per_token_quant_8bit_cpu(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
+                                      Tensor output_q, Tensor output_s, std::optional<Tensor> output_normed,
+                                      std::optional<Tensor> scale_ub, double norm_eps, double eps, bool /*enable_pdl*/) {
+  const RmsNormQuantParams p = make_rmsnorm_scaled_params("sgl_quant.rmsnorm_per_token_quant_8bit", input, weight,
+                                                          residual, output_q, output_s, output_normed, scale_ub,
+                                                          norm_eps, eps, false);
+  if (p.quant.num_groups() > 0) dispatch_types<RmsNormQuantize>(is_bf16(input), is_fp8(output_q), p);
+}
+
+void rmsnorm_per_tensor_quant_8bit_cpu(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
+                                       Tensor output_q, const Tensor& scale, std::optional<Tensor> output_normed,
+                                       double norm_eps, bool /*enable_pdl*/) {
+  const RmsNormQuantParams p = make_rmsnorm_scaled_params("sgl_quant.rmsnorm_per_tensor_quant_8bit", input, weight,
+                                                          residual, output_q, scale, output_normed, std::nullopt,
+                                                          norm_eps, 1e-10, true);
+  if (p.quant.num_groups() > 0) dispatch_types<RmsNormQuantize>(is_bf16(input), is_fp8(output_q), p);
+}
+
 }  // namespace
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CPU, m) {
@@ -367,6 +401,8 @@ STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CPU, m) {
   m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cpu));
   m.impl("per_token_quant_8bit", TORCH_BOX(&per_token_quant_8bit_cpu));
   m.impl("per_tensor_quant_8bit", TORCH_BOX(&per_tensor_quant_8bit_cpu));
+  m.impl("rmsnorm_per_token_quant_8bit", TORCH_BOX(&rmsnorm_per_token_quant_8bit_cpu));
+  m.impl("rmsnorm_per_tensor_quant_8bit", TORCH_BOX(&rmsnorm_per_tensor_quant_8bit_cpu));
 }
 
 }  // namespace sgl_quant

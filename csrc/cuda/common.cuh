@@ -236,6 +236,15 @@ __device__ __forceinline__ CodeWords<N / 2> encode_words(const uint32_t (&w)[N],
   return codes;
 }
 
+// The largest |v| of N packed pairs, as fp32 bits (NaN/Inf patterns sort above every finite value).
+template <typename T, int N>
+__device__ __forceinline__ uint32_t abs_max_bits(const uint32_t (&w)[N]) {
+  uint32_t m2 = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) m2 = __vmaxu2(m2, w[i] & 0x7fff7fffu);
+  return Pack2<T>::abs_bits_to_float_bits(max(m2 & 0xffffu, m2 >> 16));
+}
+
 // Which scale stores a kernel is compiled for. Dense v2 kernels are compiled per store, since packed words
 // change their task order (kTaskColumnLog2); the masked and fused-norm kernels handle both, reading the
 // arguments' scale_kind in their epilogue (a select on lane 0, off the path of the loads).
@@ -275,10 +284,7 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
 
   // amax over the 16-bit abs patterns (two lanes at a time); NaN/Inf sort above every finite value.
-  uint32_t m2 = 0;
-#pragma unroll
-  for (int j = 0; j < kWords; ++j) m2 = __vmaxu2(m2, w[j] & 0x7fff7fffu);
-  uint32_t amax_bits = Pack2<T>::abs_bits_to_float_bits(max(m2 & 0xffffu, m2 >> 16));
+  uint32_t amax_bits = abs_max_bits<T, kWords>(w);
 #pragma unroll
   for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2) {
     amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, offset));

@@ -8,6 +8,7 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <string>
+#include <type_traits>
 
 #include "../quant_args.h"
 #include "kernel_image.h"
@@ -24,6 +25,7 @@ SGLQ_DECLARE_LAUNCHERS(32)
 SGLQ_DECLARE_LAUNCHERS(64)
 SGLQ_DECLARE_LAUNCHERS(128)
 SGLQ_DECLARE_LAUNCHERS(256)
+SGLQ_FOR_EACH_RMSNORM_SCALED_VARIANT(SGLQ_DECLARE_RMSNORM_SCALED_LAUNCHER)
 
 // csrc/cuda/scaled_quant.cu
 cudaError_t scaled_quant_workspace(const ScaledQuantParams& p, bool bf16, const LaunchOptions& opt, int& entries);
@@ -108,8 +110,12 @@ cudaError_t launch_variant(const RmsNormQuantParams& p, const LaunchOptions& o) 
   return launch_rmsnorm_quant<T, R, GS>(p, o);
 }
 
+// The launcher of the call's group size (the fused op's per-token / per-tensor codes: their own launcher).
 template <typename T, typename R, typename P>
 cudaError_t dispatch_group_size(const P& p, const QuantParams& q, const LaunchOptions& o) {
+  if constexpr (std::is_same_v<P, RmsNormQuantParams>) {
+    if (p.scaled) return launch_rmsnorm_scaled_quant<T, R>(p, o);  // per-token / per-tensor codes
+  }
   switch (q.group_size) {
     case 16: return launch_variant<T, R, 16>(p, o);
     case 32: return launch_variant<T, R, 32>(p, o);
@@ -202,6 +208,22 @@ void rmsnorm_per_token_group_quant_8bit_cuda(const Tensor& input, const Tensor& 
   launch(p, input, output_q, enable_pdl);
 }
 
+void rmsnorm_per_token_quant_8bit_cuda(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
+                                       Tensor output_q, Tensor output_s, std::optional<Tensor> output_normed,
+                                       std::optional<Tensor> scale_ub, double norm_eps, double eps, bool enable_pdl) {
+  launch(make_rmsnorm_scaled_params("sgl_quant.rmsnorm_per_token_quant_8bit", input, weight, residual, output_q,
+                                    output_s, output_normed, scale_ub, norm_eps, eps, false),
+         input, output_q, enable_pdl);
+}
+
+void rmsnorm_per_tensor_quant_8bit_cuda(const Tensor& input, const Tensor& weight, std::optional<Tensor> residual,
+                                        Tensor output_q, const Tensor& scale, std::optional<Tensor> output_normed,
+                                        double norm_eps, bool enable_pdl) {
+  launch(make_rmsnorm_scaled_params("sgl_quant.rmsnorm_per_tensor_quant_8bit", input, weight, residual, output_q,
+                                    scale, output_normed, std::nullopt, norm_eps, 1e-10, true),
+         input, output_q, enable_pdl);
+}
+
 void per_token_quant_8bit_cuda(const Tensor& input, Tensor output_q, Tensor output_s, std::optional<Tensor> output_azp,
                                std::optional<Tensor> scale_ub, double eps, bool fuse_silu_and_mul, bool enable_pdl) {
   launch_scaled(make_per_token_params(input, output_q, output_s, output_azp, scale_ub, eps, fuse_silu_and_mul), input,
@@ -252,6 +274,8 @@ STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
   m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cuda));
   m.impl("per_token_quant_8bit", TORCH_BOX(&per_token_quant_8bit_cuda));
   m.impl("per_tensor_quant_8bit", TORCH_BOX(&per_tensor_quant_8bit_cuda));
+  m.impl("rmsnorm_per_token_quant_8bit", TORCH_BOX(&rmsnorm_per_token_quant_8bit_cuda));
+  m.impl("rmsnorm_per_tensor_quant_8bit", TORCH_BOX(&rmsnorm_per_tensor_quant_8bit_cuda));
 }
 
 }  // namespace sgl_quant

@@ -80,13 +80,17 @@ struct RmsNormKernelArgs {
   int32_t prefetch_rows;  // kPrefetch kernels: how far ahead a block prefetches rows into L2 (one round)
   int32_t stages;         // kStaged kernels: rows of a block in flight into its shared memory (<= kRmsNormMaxStages)
   ScaleKind scale_kind;   // fp32 scales (rounded or not) or packed UE8M0 words (quantize_words)
+  // A third line, read by the per-token / per-tensor kernels only (SCALED; docs/spec.md §8.3): output_s then
+  // holds one fp32 scale per row (kPerToken, stride s_row_stride), or `scale` is the static one.
+  const float* scale;  // kPerToken: scale_ub (null: none); kPerTensorStatic: the scale
+  Granularity granularity;
 
   __host__ __device__ int team_log2() const { return static_cast<int>(shape & 0xffu); }
   __host__ __device__ int rows_per_block() const { return static_cast<int>((shape >> 8) & 0xffu); }
   __host__ __device__ int cluster() const { return static_cast<int>((shape >> 16) & 0xffu); }
 };
-static_assert(offsetof(RmsNormKernelArgs, output_q) == 48 && sizeof(RmsNormKernelArgs) == 112,
-              "the prologue's fields fill the first constant line, the rest the second");
+static_assert(offsetof(RmsNormKernelArgs, output_q) == 48 && offsetof(RmsNormKernelArgs, scale) == 112,
+              "the prologue's fields fill the first constant line, the group codes' the second");
 
 // Sum of v over the lanes whose index differs in the bits of [from, to) (powers of two <= 32), lowest
 // bit first: one level of the pairwise tree per bit. Every lane of the warp must call it.
@@ -158,13 +162,16 @@ enum class RmsNormSchedule : int {
 
 // WAIT_AT_ROW (one-chunk kernels from global memory: kOnePass, kPrefetch, kClustered; the launcher's choice
 // for PDL launches): the PDL wait comes at the row's loads instead of the kernel's top (see there).
-template <typename T, typename R, int GS, RmsNormSchedule S, bool WAIT_AT_ROW = false>
+// SCALED: per-token / per-tensor codes of the normed row (docs/spec.md §8.3; kOnePass, kTwoChunks, kPrefetch,
+// one block per row or several rows per block, never in clusters), else per-group ones (quantize_words).
+template <typename T, typename R, int GS, RmsNormSchedule S, bool WAIT_AT_ROW = false, bool SCALED = false>
 __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   constexpr int kChunks = S == RmsNormSchedule::kTwoChunks ? 2 : 1;  // chunks per thread
   constexpr bool kPrefetch = S == RmsNormSchedule::kPrefetch;
   constexpr bool kClustered = S == RmsNormSchedule::kClustered;
   constexpr bool kStaged = S == RmsNormSchedule::kStaged;
   static_assert(!WAIT_AT_ROW || (kChunks == 1 && !kStaged), "a row wait needs one pass over the row from global memory");
+  static_assert(!SCALED || (!kClustered && !kStaged), "per-token codes reduce the row's amax within one block");
   constexpr int L = GS / kElemsPerThread;
   const int team = args.team;
   const int team_log2 = args.team_log2();
@@ -423,6 +430,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     const float inv = ieee_div(1.0f, ieee_sqrt(ieee_add(ieee_div(ss, static_cast<float>(args.hidden)), args.norm_eps)));
     if constexpr (!kNormedRowEarly) normed_row = normed_row_at(row_elems);
 
+    uint32_t kept[kChunks][8];  // SCALED: the chunks' normed values, until the row's scale is known
+    uint32_t amax = 0;          // SCALED: the largest |n| of this thread's chunks (fp32 bits)
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
       if (!kWeightWithRow && valid[k]) {
@@ -445,10 +454,48 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           *reinterpret_cast<uint4*>(normed_row + offset[k][h]) = make_uint4(n[h * 4], n[h * 4 + 1], n[h * 4 + 2], n[h * 4 + 3]);
         }
       }
-      if constexpr (kStoresEarly) {
+      if constexpr (SCALED) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) kept[k][j] = n[j];
+        if (valid[k]) amax = max(amax, abs_max_bits<T, 8>(n));
+      } else if constexpr (kStoresEarly) {
         quantize_words<T, R, GS, ScaleStore::kEither, 8, true>(args, task_of(k), lane, valid[k], n, s_offset);
       } else {
         quantize_words<T, R, GS, ScaleStore::kEither>(args, task_of(k), lane, valid[k], n);
+      }
+    }
+    if constexpr (SCALED) {
+      // docs/spec.md §8.1 on v = float(n): per token the row's amax (its team's lanes, then, for a block per
+      // row, its warps through shared memory), per tensor the caller's scale; then the codes of the chunks.
+      __shared__ uint32_t warp_amax[2][kRmsNormMaxTeam / 32];  // alternate rows: as warp_sums
+      float s, y;
+      bool finite;
+      if (args.granularity == Granularity::kPerTensorStatic) {
+        s = *args.scale;
+        finite = usable_static_scale(s);
+      } else {
+        for (int o = 1; o < (team < 32 ? team : 32); o <<= 1) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        if (team > 32) {
+          if (warp_lane == 0) warp_amax[parity][warp] = amax;
+          __syncthreads();
+          for (int i = 0; i < row_warps; ++i) amax = max(amax, warp_amax[parity][i]);
+        }
+        finite = amax < kNonFiniteBits;
+        const float ub = args.scale != nullptr ? *args.scale : __uint_as_float(kNonFiniteBits);
+        s = symmetric_scale(__uint_as_float(amax), ub, args.eps, R::kMax);
+        if (t == 0 && row_valid) {
+          static_cast<float*>(args.output_s)[row * args.s_row_stride] = finite ? s : __uint_as_float(kNanBits);
+        }
+      }
+      y = ieee_div(1.0f, s);
+      constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
+      uint8_t* const codes = static_cast<uint8_t*>(args.output_q) + row_elems;
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        if (!valid[k]) continue;
+        const CodeWords<4> c = finite ? encode_words<T, R, 8, true>(kept[k], y) : CodeWords<4>::filled(nan_word);
+        *reinterpret_cast<uint2*>(codes + offset[k][0]) = make_uint2(c.v[0], c.v[1]);
+        *reinterpret_cast<uint2*>(codes + offset[k][1]) = make_uint2(c.v[2], c.v[3]);
       }
     }
   }
@@ -528,21 +575,22 @@ cudaError_t launch_rmsnorm_quant_staged(RmsNormKernelArgs args, int64_t num_rows
 // with or without PDL: PDL launches wait for the producer at the row (WAIT_AT_ROW: H100, PDL, H=7168,
 // M=1 and 64 3-5% faster than waiting at the top), launches without PDL at the top (at the row: 2-3%
 // slower there).
-template <typename T, typename R, int GS, RmsNormSchedule S>
+template <typename T, typename R, int GS, RmsNormSchedule S, bool SCALED = false>
 auto one_chunk_kernel(bool pdl) {
-  return pdl ? rmsnorm_quant_kernel<T, R, GS, S, true> : rmsnorm_quant_kernel<T, R, GS, S, false>;
+  return pdl ? rmsnorm_quant_kernel<T, R, GS, S, true, SCALED> : rmsnorm_quant_kernel<T, R, GS, S, false, SCALED>;
 }
 
 // Launch shape and arguments of one call with CHUNKS chunks per thread (1 for H <= 16384 = 16 *
-// kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS.
-template <typename T, typename R, int GS, int CHUNKS>
+// kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS. SCALED: per-token / per-tensor codes
+// (no clusters, no staged rows).
+template <typename T, typename R, int GS, int CHUNKS, bool SCALED>
 cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const LaunchOptions& requested) {
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
     return cudaErrorInvalidValue;
   }
-  constexpr auto kernel =
-      rmsnorm_quant_kernel<T, R, GS, CHUNKS == 2 ? RmsNormSchedule::kTwoChunks : RmsNormSchedule::kOnePass>;
+  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, CHUNKS == 2 ? RmsNormSchedule::kTwoChunks : RmsNormSchedule::kOnePass,
+                                              false, SCALED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   const int64_t num_rows = rp.quant.num_rows();
   int team = 1, cluster = 1;
@@ -550,7 +598,7 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
     while (team * 2 < num_chunks) team *= 2;  // half the chunk count padded to a power of two (>= 32)
   } else {
     while (team < num_chunks && team < 32) team *= 2;
-    if (num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
+    if (!SCALED && num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
       cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
     }
     // every block holds chunks, and the row's warps fit the 32 slots of the warp-sum butterfly
@@ -589,7 +637,9 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.prefetch_rows = 0;
   args.stages = 0;
   args.scale_kind = rp.quant.scale_kind;
-  if constexpr (CHUNKS == 1) {
+  args.scale = rp.scale;
+  args.granularity = rp.granularity;
+  if constexpr (CHUNKS == 1 && !SCALED) {
     if (cluster > 1) {
       return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kClustered>(opt.pdl), grid, threads, 0,
                            opt, args, cluster);
@@ -599,9 +649,11 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
       const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS>(args, num_rows, threads, opt, launched);
       if (err != cudaSuccess || launched) return err;
     }
+  }
+  if constexpr (CHUNKS == 1) {
     // (occupancy of the form without PDL; the row-wait form gets the same register allocation: sm_90a 52 / 52,
     // sm_100a 53 / 50 registers, both 56 allocated)
-    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, RmsNormSchedule::kPrefetch>;
+    constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, RmsNormSchedule::kPrefetch, false, SCALED>;
     if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
       int occupancy = 0;
@@ -610,12 +662,13 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
       const int64_t resident = static_cast<int64_t>(opt.num_sms) * occupancy;
       if (num_rows >= resident * kRmsNormPrefetchMinRounds) {
         args.prefetch_rows = static_cast<int32_t>(resident);
-        return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kPrefetch>(opt.pdl), grid, threads, 0, opt,
+        return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kPrefetch, SCALED>(opt.pdl), grid, threads, 0, opt,
                              args);
       }
     }
     // one block per row group (cluster == 1)
-    return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kOnePass>(opt.pdl), grid, threads, 0, opt, args);
+    return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kOnePass, SCALED>(opt.pdl), grid, threads, 0, opt,
+                         args);
   }
   return launch_kernel(kernel, grid, threads, 0, opt, args);
 }
@@ -644,7 +697,20 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   const bool staged = o.rmsnorm_stages > 0 && o.clusters;  // (SM90 code)
   const bool two_chunks = num_chunks > kRmsNormMaxTeam ||
                           (!staged && num_chunks > 512 && num_rows >= 8 * static_cast<int64_t>(opt.num_sms));
-  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, 2>(rp, o) : launch_rmsnorm_quant_kernel<T, R, GS, 1>(rp, o);
+  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, 2, false>(rp, o)
+                    : launch_rmsnorm_quant_kernel<T, R, GS, 1, false>(rp, o);
+}
+
+// The fused op with per-token / per-tensor codes (docs/spec.md §8.3): the group op's schedule rules but for
+// clusters and staged rows, which it does not use (chunks laid out as group size 16's).
+template <typename T, typename R>
+cudaError_t launch_rmsnorm_scaled_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
+  static_assert(kElemsPerThread == kElemsPerChunk, "a thread's chunk");
+  const int num_chunks = rp.quant.hidden / kElemsPerThread;
+  const bool two_chunks = num_chunks > kRmsNormMaxTeam ||
+                          (num_chunks > 512 && rp.quant.num_rows() >= 8 * static_cast<int64_t>(opt.num_sms));
+  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 2, true>(rp, opt)
+                    : launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 1, true>(rp, opt);
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} (either scale store; each with its kernels
@@ -659,5 +725,16 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   cudaError_t launch_rmsnorm_quant<T, R, GS>(const RmsNormQuantParams&, const LaunchOptions&);
 #define SGLQ_INSTANTIATE_RMSNORM_LAUNCHER(T, R, GS) template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS)
 #define SGLQ_DECLARE_RMSNORM_LAUNCHER(T, R, GS) extern template SGLQ_RMSNORM_LAUNCHER_SIGNATURE(T, R, GS)
+
+// The per-token / per-tensor launchers: {bf16, fp16} x {fp8, int8}.
+#define SGLQ_FOR_EACH_RMSNORM_SCALED_VARIANT(X) \
+  X(__nv_bfloat16, Fp8Range)                    \
+  X(__nv_bfloat16, Int8Range)                   \
+  X(__half, Fp8Range)                           \
+  X(__half, Int8Range)
+#define SGLQ_RMSNORM_SCALED_LAUNCHER_SIGNATURE(T, R) \
+  cudaError_t launch_rmsnorm_scaled_quant<T, R>(const RmsNormQuantParams&, const LaunchOptions&);
+#define SGLQ_INSTANTIATE_RMSNORM_SCALED_LAUNCHER(T, R) template SGLQ_RMSNORM_SCALED_LAUNCHER_SIGNATURE(T, R)
+#define SGLQ_DECLARE_RMSNORM_SCALED_LAUNCHER(T, R) extern template SGLQ_RMSNORM_SCALED_LAUNCHER_SIGNATURE(T, R)
 
 }  // namespace sgl_quant

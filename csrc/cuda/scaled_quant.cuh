@@ -72,15 +72,6 @@ __device__ __forceinline__ void load_values(const T* row, int hidden, int e, boo
   }
 }
 
-// The largest |v| of four packed pairs, as fp32 bits (NaN/Inf patterns sort above every finite value).
-template <typename T>
-__device__ __forceinline__ uint32_t abs_max_bits(const uint32_t (&w)[4]) {
-  uint32_t m2 = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) m2 = __vmaxu2(m2, w[i] & 0x7fff7fffu);
-  return Pack2<T>::abs_bits_to_float_bits(max(m2 & 0xffffu, m2 >> 16));
-}
-
 // The block's max of `amax` and, with MIN_MAX, min of `lo` and max of `hi` (ordered keys): every thread gets
 // them. `slot` (0 or 1) alternates between calls, so that a call's writes never meet the previous call's reads.
 template <bool MIN_MAX>
@@ -130,7 +121,7 @@ __global__ void __launch_bounds__(kScaledMaxThreads) tensor_amax_kernel(const Sc
         }
       }
 #pragma unroll
-      for (int k = 0; k < kScaledMaxVecs; ++k) amax = max(amax, abs_max_bits<T>(w[k]));
+      for (int k = 0; k < kScaledMaxVecs; ++k) amax = max(amax, abs_max_bits<T, 4>(w[k]));
     }
   }
   int32_t unused_lo = 0, unused_hi = 0;
@@ -195,7 +186,7 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
         load_pass(base);
 #pragma unroll
         for (int k = 0; k < kScaledMaxVecs; ++k) {
-          amax = max(amax, abs_max_bits<T>(w[k]));
+          amax = max(amax, abs_max_bits<T, 4>(w[k]));
           if (asym) {  // over the row's elements only (the zeros past its end are not values)
             const int e = 8 * (base + threadIdx.x + k * blockDim.x);
 #pragma unroll
