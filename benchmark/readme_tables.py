@@ -110,8 +110,9 @@ def scaled_table(result):
     (PDL) and the §8.4 targets that are missed (or "met")."""
     lines = ["| M | H | per-token fp8 | static fp8 | dynamic fp8 | per-token int8 | v2, group 128 | % roofline "
              "(PDL)³ | targets |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    rows = {(r["m"], r["h"], r["granularity"], r["code"]): r for r in result["rows"]}
-    for m, h in sorted({(r["m"], r["h"]) for r in result["rows"]}, key=lambda k: (k[1], k[0])):
+    plain = [r for r in result["rows"] if r["granularity"] not in scaled_bench.FUSED]
+    rows = {(r["m"], r["h"], r["granularity"], r["code"]): r for r in plain}
+    for m, h in sorted({(r["m"], r["h"]) for r in plain}, key=lambda k: (k[1], k[0])):
         cells, shares, missed, judged, v2 = [], [], [], False, ""
         for granularity, code in SCALED_COLUMNS:
             r = rows.get((m, h, granularity, code))
@@ -130,6 +131,18 @@ def scaled_table(result):
         "per-tensor; write codes and scales) over the run's copy bandwidth, per column; past 100 the data is "
         "L2-resident. Targets (docs/spec.md §8.4): per-token and static ≥ 95% roofline from M = 4096 and ≤ v2 up "
         "to M = 256; dynamic ≥ 90% from M = 4096 and ≤ 1.5× v2 at M = 1.", WIDTH)
+    fused = [r for r in result["rows"] if r["granularity"] in scaled_bench.FUSED]
+    if fused:
+        lines += ["", "| fused front | M | H | residual | no PDL | PDL | roofline | % roofline (PDL) | target |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in fused:
+            front = "RMSNorm → per-token" if r["granularity"] == "rmsnorm_token" else "RMSNorm → static per-tensor"
+            lines.append(f"| {front} | {r['m']} | {r['h']} | {'yes' if r['residual'] else ''} | {num(r['us'])} | "
+                         f"{num(r['us_pdl'])} | {num(r['roofline_us'])} | {num(r['roofline_pct_pdl'], '{:.1f}')} | "
+                         f"{verdict_cell(scaled_bench.spec_targets(r))} |")
+        lines += [""] + textwrap.wrap(
+            "fp8 codes; roofline: 7 bytes per element with residual (read x and residual, write residual and "
+            "codes), 3 without, plus the scales, over the run's copy bandwidth.", WIDTH)
     return lines
 
 

@@ -37,7 +37,8 @@ def test_benchmarks_run_on_cpu(tmp_path, monkeypatch):
     assert [(r["h"], r["m"]) for r in fused] == [(h, m) for h in (256, 128) for m in (1, 64, 1024)]
     assert all(r["us"] > 0 and r["pair_us"] > 0 and r["ns_per_element"] > 0 for r in fused)
     scaled = json.loads((tmp_path / "scaled.json").read_text())["rows"]
-    assert {r["granularity"] for r in scaled} == {"token", "tensor_static", "tensor_dynamic"}
+    assert {r["granularity"] for r in scaled} == {"token", "tensor_static", "tensor_dynamic", "rmsnorm_token",
+                                                 "rmsnorm_static"}
     assert all(r["us"] > 0 for r in scaled)
     v2 = json.loads((tmp_path / "bench.json").read_text())["rows"]
     assert v2 and all(r["us"] > 0 and r["ns_per_element"] > 0 and r["gbs"] > 0 for r in v2)
