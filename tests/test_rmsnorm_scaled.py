@@ -176,6 +176,10 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
         part = run(x[rows], w, FP8, residual=r[rows])
         for a, b in zip(want[0], part):
             assert torch.equal(bits(a[rows]), bits(b))
+    perm = torch.randperm(xs.shape[0], generator=torch.Generator().manual_seed(5)).cuda()
+    permuted = run(xs[perm], ws, torch.int8, residual=rs[perm])
+    for a, b in zip(want[1], permuted):
+        assert torch.equal(bits(a[perm]), bits(b))
 
 
 @pytest.mark.gpu

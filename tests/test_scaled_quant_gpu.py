@@ -18,7 +18,7 @@ SHAPES = [(1, 7168), (3, 4096), (600, 512), (33, 4100), (2, 5, 136), (4, 40000)]
 
 
 def against_cpu(x, out, granularity, silu, what):
-    static = static_scale_for(x, out, silu) if granularity == "tensor_static" else None
+    static = static_scale_for(x.cpu(), out, silu) if granularity == "tensor_static" else None
     gpu = run(x, out, granularity, silu, static_scale=None if static is None else static.cuda())
     cpu = run(x.cpu(), out, granularity, silu, static_scale=static)
     if not silu:

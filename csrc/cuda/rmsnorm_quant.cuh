@@ -196,6 +196,12 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   // barrier completes a single phase (0).
   __shared__ alignas(8) uint64_t sums_bar;
 
+  // SCALED: the third constant line's fields, read here (a constant-line miss in the epilogue would sit on the
+  // row's chain); the scale they point to (static, or scale_ub) is loaded with the row.
+  const float* const scale_ptr = SCALED ? args.scale : nullptr;
+  const bool static_scale = SCALED && args.granularity == Granularity::kPerTensorStatic;
+  float scale_value = __uint_as_float(kNonFiniteBits);  // no scale_ub: +Inf bounds nothing
+
   // kStaged: the stages' barriers, then the stages (128-byte aligned), each a row of x then one of residual.
   extern __shared__ __align__(128) uint8_t rms_staged_rows[];
   uint64_t* const stage_bars = reinterpret_cast<uint64_t*>(rms_staged_rows);
@@ -339,6 +345,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         } else if (kWeightWithRow) {
           load_weight<T>(args.weight, offset[k], wv[k]);
         }
+        if (SCALED && k == 0 && scale_ptr != nullptr) scale_value = *scale_ptr;
       }
       if (cluster > 1 && k == 0) cluster_arrive_relaxed();  // this block has started (see there); once: one pass
       if constexpr (kStoresEarly) {
@@ -470,8 +477,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       __shared__ uint32_t warp_amax[2][kRmsNormMaxTeam / 32];  // alternate rows: as warp_sums
       float s, y;
       bool finite;
-      if (args.granularity == Granularity::kPerTensorStatic) {
-        s = *args.scale;
+      if (static_scale) {
+        s = scale_value;
         finite = usable_static_scale(s);
       } else {
         for (int o = 1; o < (team < 32 ? team : 32); o <<= 1) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -481,8 +488,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           for (int i = 0; i < row_warps; ++i) amax = max(amax, warp_amax[parity][i]);
         }
         finite = amax < kNonFiniteBits;
-        const float ub = args.scale != nullptr ? *args.scale : __uint_as_float(kNonFiniteBits);
-        s = symmetric_scale(__uint_as_float(amax), ub, args.eps, R::kMax);
+        s = symmetric_scale(__uint_as_float(amax), scale_value, args.eps, R::kMax);
         if (t == 0 && row_valid) {
           static_cast<float*>(args.output_s)[row * args.s_row_stride] = finite ? s : __uint_as_float(kNanBits);
         }

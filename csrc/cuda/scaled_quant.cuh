@@ -142,14 +142,12 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
 
   pdl_wait_for_producer();
   pdl_allow_dependents();
-  // Per tensor: the scale, once per block. Dynamic: the max of the amax kernel's partial maxima.
+  // Dynamic per tensor: the scale from the max of the amax kernel's partial maxima, once per block. (Static: read
+  // with the first row.)
   float s = 0.0f, y = 0.0f;
   bool finite = true;
-  if (granularity == Granularity::kPerTensorStatic) {
-    s = *args.scale;
-    finite = usable_static_scale(s);
-    y = ieee_div(1.0f, s);
-  } else if (granularity == Granularity::kPerTensorDynamic) {
+  bool static_pending = granularity == Granularity::kPerTensorStatic;  // read after the first row's loads
+  if (granularity == Granularity::kPerTensorDynamic) {
     uint32_t amax = 0;
     for (int i = threadIdx.x; i < args.num_partials; i += blockDim.x) amax = max(amax, args.partials[i]);
     int32_t unused_lo = 0, unused_hi = 0;
@@ -223,6 +221,12 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
     constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
     for (int base = 0; base < num_vecs; base += per_pass) {
       if (!per_token || num_vecs > per_pass) load_pass(base);  // else the registers hold the row
+      if (static_pending) {  // the scale's load in flight with the row's, not before them (M=1: one latency less)
+        static_pending = false;
+        s = *args.scale;
+        finite = usable_static_scale(s);
+        y = ieee_div(1.0f, s);
+      }
 #pragma unroll
       for (int k = 0; k < kScaledMaxVecs; ++k) {
         const int v = base + threadIdx.x + k * blockDim.x;
