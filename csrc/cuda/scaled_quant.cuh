@@ -1,10 +1,10 @@
 // Per-token and per-tensor 8-bit quantization (docs/spec.md §8.1).
 //
 // Work decomposition: a block per row. Its threads take the row's 8-element vectors round robin (vector
-// t + k * blockDim.x, k < kScaledMaxVecs) and keep them in registers; the block reduces the row's amax
+// t + k * blockDim.x, k < scaled_vecs<SILU>()) and keep them in registers; the block reduces the row's amax
 // (asymmetric int8: its min and max) with warp shuffles and one exchange through shared memory, then
 // encodes the values it holds with the §8.1 form of the per-group code (encode_words<..., true>). Rows
-// longer than a block's registers (H > 8 * kScaledMaxVecs * 1024) are read again for the codes.
+// longer than a block's registers (H > 8 * 4 * 1024, with fused SiLU 8 * 2 * 1024) are read again for the codes.
 // Rows whose start is 16-byte aligned move in 16-byte vectors (two with fused SiLU), other rows and the
 // last partial vector element by element; codes are stored 8 at a time where their row allows it.
 //
@@ -20,7 +20,9 @@
 
 namespace sgl_quant {
 
-constexpr int kScaledMaxVecs = 4;  // 8-element vectors a thread holds
+constexpr int kScaledMaxVecs = 4;  // 8-element vectors a thread holds (fused SiLU: 2, within 64 registers)
+template <bool SILU>
+__host__ __device__ constexpr int scaled_vecs() { return SILU ? 2 : kScaledMaxVecs; }
 constexpr int kScaledMaxThreads = 1024;
 
 struct ScaledQuantArgs {
@@ -104,15 +106,16 @@ template <typename T, bool SILU>
 __global__ void __launch_bounds__(kScaledMaxThreads) tensor_amax_kernel(const ScaledQuantArgs args) {
   pdl_wait_for_producer();
   pdl_allow_dependents();  // the quantization kernel launches; it waits for our end before reading partials
+  constexpr int kVecs = scaled_vecs<SILU>();
   const int num_vecs = (args.hidden + 7) / 8;
   uint32_t amax = 0;
   for (int64_t r = blockIdx.x; r < args.num_rows; r += gridDim.x) {
     const T* row = static_cast<const T*>(args.input) + r * args.in_row_stride;
     const bool vector = reinterpret_cast<uintptr_t>(row) % 16 == 0 && (!SILU || args.hidden % 8 == 0);
-    for (int base = 0; base < num_vecs; base += blockDim.x * kScaledMaxVecs) {
-      uint32_t w[kScaledMaxVecs][4];
+    for (int base = 0; base < num_vecs; base += blockDim.x * kVecs) {
+      uint32_t w[kVecs][4];
 #pragma unroll
-      for (int k = 0; k < kScaledMaxVecs; ++k) {  // all loads first, then the max: four in flight
+      for (int k = 0; k < kVecs; ++k) {  // all loads first, then the max: all in flight
         const int v = base + threadIdx.x + k * blockDim.x;
         if (v < num_vecs) {
           load_values<T, SILU>(row, args.hidden, 8 * v, vector, w[k]);
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(kScaledMaxThreads) tensor_amax_kernel(const Sc
         }
       }
 #pragma unroll
-      for (int k = 0; k < kScaledMaxVecs; ++k) amax = max(amax, abs_max_bits<T, 4>(w[k]));
+      for (int k = 0; k < kVecs; ++k) amax = max(amax, abs_max_bits<T, 4>(w[k]));
     }
   }
   int32_t unused_lo = 0, unused_hi = 0;
@@ -136,8 +139,9 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
   const Granularity granularity = args.granularity;
   const bool per_token = granularity == Granularity::kPerToken || granularity == Granularity::kPerTokenAsym;
   const bool asym = granularity == Granularity::kPerTokenAsym;
+  constexpr int kVecs = scaled_vecs<SILU>();
   const int num_vecs = (args.hidden + 7) / 8;
-  const int per_pass = blockDim.x * kScaledMaxVecs;
+  const int per_pass = blockDim.x * kVecs;
   int slot = 0;  // block_reduce's buffer
 
   pdl_wait_for_producer();
@@ -164,10 +168,10 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
     uint8_t* const codes = static_cast<uint8_t*>(args.output_q) + r * args.q_row_stride;
     const bool vector = reinterpret_cast<uintptr_t>(row) % 16 == 0 && (!SILU || args.hidden % 8 == 0);
     const bool vector_codes = reinterpret_cast<uintptr_t>(codes) % 8 == 0;
-    uint32_t w[kScaledMaxVecs][4];
+    uint32_t w[kVecs][4];
     auto load_pass = [&](int base) {
 #pragma unroll
-      for (int k = 0; k < kScaledMaxVecs; ++k) {
+      for (int k = 0; k < kVecs; ++k) {
         const int v = base + threadIdx.x + k * blockDim.x;
         if (v < num_vecs) {
           load_values<T, SILU>(row, args.hidden, 8 * v, vector, w[k]);
@@ -183,7 +187,7 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
       for (int base = 0; base < num_vecs; base += per_pass) {
         load_pass(base);
 #pragma unroll
-        for (int k = 0; k < kScaledMaxVecs; ++k) {
+        for (int k = 0; k < kVecs; ++k) {
           amax = max(amax, abs_max_bits<T, 4>(w[k]));
           if (asym) {  // over the row's elements only (the zeros past its end are not values)
             const int e = 8 * (base + threadIdx.x + k * blockDim.x);
@@ -228,7 +232,7 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
         y = ieee_div(1.0f, s);
       }
 #pragma unroll
-      for (int k = 0; k < kScaledMaxVecs; ++k) {
+      for (int k = 0; k < kVecs; ++k) {
         const int v = base + threadIdx.x + k * blockDim.x;
         if (v >= num_vecs) continue;
         const CodeWords<2> c = finite ? encode_words<T, R, 4, true>(w[k], y, zp) : CodeWords<2>::filled(nan_word);
@@ -244,11 +248,11 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
 }
 
 // Threads per block for rows of `hidden` elements: calls of fewer rows than two per SM spread a row over
-// more threads (two vectors each), for its latency; larger calls give each thread kScaledMaxVecs vectors,
-// so that more rows are resident per SM and the block reduction is shorter per byte.
-inline int scaled_quant_threads(int hidden, int64_t num_rows, int num_sms) {
+// more threads (two vectors each), for its latency; larger calls give each thread `max_vecs` vectors
+// (scaled_vecs), so that more rows are resident per SM and the block reduction is shorter per byte.
+inline int scaled_quant_threads(int hidden, int64_t num_rows, int num_sms, int max_vecs) {
   const int num_vecs = (hidden + 7) / 8;
-  const int per_thread = num_rows < 2 * static_cast<int64_t>(num_sms) ? 2 : kScaledMaxVecs;
+  const int per_thread = num_rows < 2 * static_cast<int64_t>(num_sms) ? 2 : max_vecs;
   int threads = ((num_vecs + per_thread - 1) / per_thread + 31) / 32 * 32;
   return threads < 32 ? 32 : (threads > kScaledMaxThreads ? kScaledMaxThreads : threads);
 }
@@ -277,7 +281,7 @@ cudaError_t scaled_quant_workspace(const ScaledQuantParams& p, const LaunchOptio
   entries = 0;
   if (p.granularity != Granularity::kPerTensorDynamic || p.num_rows <= 1) return cudaSuccess;
   int64_t grid = 0;
-  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms);
+  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms, scaled_vecs<SILU>());
   const cudaError_t err = capped_grid<tensor_amax_kernel<T, SILU>>(p.num_rows, threads, 0, 1, opt, grid);
   entries = static_cast<int>(grid);
   return err;
@@ -290,7 +294,7 @@ cudaError_t launch_scaled_quant(const ScaledQuantParams& p, uint32_t* partials, 
   constexpr auto kernel = scaled_quant_kernel<T, R, SILU>;
   const LaunchOptions opt = options_for<kernel>(requested);
   ScaledQuantArgs args = scaled_quant_args(p);
-  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms);
+  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms, scaled_vecs<SILU>());
   constexpr int64_t kMaxGrid = 0x7fffffff;  // rows beyond it: the blocks loop
   int64_t grid = p.num_rows < kMaxGrid ? p.num_rows : kMaxGrid;
   if (args.granularity == Granularity::kPerTensorDynamic) {
