@@ -1,10 +1,10 @@
 // Per-token and per-tensor 8-bit quantization (docs/spec.md §8.1).
 //
 // Work decomposition: a block per row. Its threads take the row's 8-element vectors round robin (vector
-// t + k * blockDim.x, k < scaled_vecs<SILU>()) and keep them in registers; the block reduces the row's amax
+// t + k * blockDim.x, k < kScaledMaxVecs) and keep them in registers; the block reduces the row's amax
 // (asymmetric int8: its min and max) with warp shuffles and one exchange through shared memory, then
 // encodes the values it holds with the §8.1 form of the per-group code (encode_words<..., true>). Rows
-// longer than a block's registers (H > 8 * 4 * 1024, with fused SiLU 8 * 2 * 1024) are read again for the codes.
+// longer than a block's registers (H > 8 * kScaledMaxVecs * 1024) are read again for the codes.
 // Rows whose start is 16-byte aligned move in 16-byte vectors (two with fused SiLU), other rows and the
 // last partial vector element by element; codes are stored 8 at a time where their row allows it.
 //
@@ -20,9 +20,7 @@
 
 namespace sgl_quant {
 
-constexpr int kScaledMaxVecs = 4;  // 8-element vectors a thread holds (fused SiLU: 2, within 64 registers)
-template <bool SILU>
-__host__ __device__ constexpr int scaled_vecs() { return SILU ? 2 : kScaledMaxVecs; }
+constexpr int kScaledMaxVecs = 4;  // 8-element vectors a thread holds
 constexpr int kScaledMaxThreads = 1024;
 
 struct ScaledQuantArgs {
@@ -106,7 +104,7 @@ template <typename T, bool SILU>
 __global__ void __launch_bounds__(kScaledMaxThreads) tensor_amax_kernel(const ScaledQuantArgs args) {
   pdl_wait_for_producer();
   pdl_allow_dependents();  // the quantization kernel launches; it waits for our end before reading partials
-  constexpr int kVecs = scaled_vecs<SILU>();
+  constexpr int kVecs = kScaledMaxVecs;
   const int num_vecs = (args.hidden + 7) / 8;
   uint32_t amax = 0;
   for (int64_t r = blockIdx.x; r < args.num_rows; r += gridDim.x) {
@@ -139,18 +137,19 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
   const Granularity granularity = args.granularity;
   const bool per_token = granularity == Granularity::kPerToken || granularity == Granularity::kPerTokenAsym;
   const bool asym = granularity == Granularity::kPerTokenAsym;
-  constexpr int kVecs = scaled_vecs<SILU>();
+  constexpr int kVecs = kScaledMaxVecs;
   const int num_vecs = (args.hidden + 7) / 8;
   const int per_pass = blockDim.x * kVecs;
   int slot = 0;  // block_reduce's buffer
 
   pdl_wait_for_producer();
   pdl_allow_dependents();
-  // Dynamic per tensor: the scale from the max of the amax kernel's partial maxima, once per block. (Static: read
-  // with the first row.)
+  // Dynamic per tensor: the scale from the max of the amax kernel's partial maxima, once per block.
   float s = 0.0f, y = 0.0f;
   bool finite = true;
-  bool static_pending = granularity == Granularity::kPerTensorStatic;  // read after the first row's loads
+  // Static: the scale's load is issued here, in flight with the row's loads; its division comes after them
+  // (dividing first put the scale's latency before the row's loads: M=1, H=4096 1.49 us with PDL, v2 0.76).
+  if (granularity == Granularity::kPerTensorStatic) s = *args.scale;
   if (granularity == Granularity::kPerTensorDynamic) {
     uint32_t amax = 0;
     for (int i = threadIdx.x; i < args.num_partials; i += blockDim.x) amax = max(amax, args.partials[i]);
@@ -225,9 +224,7 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
     constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
     for (int base = 0; base < num_vecs; base += per_pass) {
       if (!per_token || num_vecs > per_pass) load_pass(base);  // else the registers hold the row
-      if (static_pending) {  // the scale's load in flight with the row's, not before them (M=1: one latency less)
-        static_pending = false;
-        s = *args.scale;
+      if (granularity == Granularity::kPerTensorStatic) {
         finite = usable_static_scale(s);
         y = ieee_div(1.0f, s);
       }
@@ -248,11 +245,11 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
 }
 
 // Threads per block for rows of `hidden` elements: calls of fewer rows than two per SM spread a row over
-// more threads (two vectors each), for its latency; larger calls give each thread `max_vecs` vectors
-// (scaled_vecs), so that more rows are resident per SM and the block reduction is shorter per byte.
-inline int scaled_quant_threads(int hidden, int64_t num_rows, int num_sms, int max_vecs) {
+// more threads (two vectors each), for its latency; larger calls give each thread kScaledMaxVecs vectors,
+// so that more rows are resident per SM and the block reduction is shorter per byte.
+inline int scaled_quant_threads(int hidden, int64_t num_rows, int num_sms) {
   const int num_vecs = (hidden + 7) / 8;
-  const int per_thread = num_rows < 2 * static_cast<int64_t>(num_sms) ? 2 : max_vecs;
+  const int per_thread = num_rows < 2 * static_cast<int64_t>(num_sms) ? 2 : kScaledMaxVecs;
   int threads = ((num_vecs + per_thread - 1) / per_thread + 31) / 32 * 32;
   return threads < 32 ? 32 : (threads > kScaledMaxThreads ? kScaledMaxThreads : threads);
 }
@@ -281,7 +278,7 @@ cudaError_t scaled_quant_workspace(const ScaledQuantParams& p, const LaunchOptio
   entries = 0;
   if (p.granularity != Granularity::kPerTensorDynamic || p.num_rows <= 1) return cudaSuccess;
   int64_t grid = 0;
-  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms, scaled_vecs<SILU>());
+  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms);
   const cudaError_t err = capped_grid<tensor_amax_kernel<T, SILU>>(p.num_rows, threads, 0, 1, opt, grid);
   entries = static_cast<int>(grid);
   return err;
@@ -294,7 +291,7 @@ cudaError_t launch_scaled_quant(const ScaledQuantParams& p, uint32_t* partials, 
   constexpr auto kernel = scaled_quant_kernel<T, R, SILU>;
   const LaunchOptions opt = options_for<kernel>(requested);
   ScaledQuantArgs args = scaled_quant_args(p);
-  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms, scaled_vecs<SILU>());
+  const int threads = scaled_quant_threads(p.hidden, p.num_rows, opt.num_sms);
   constexpr int64_t kMaxGrid = 0x7fffffff;  // rows beyond it: the blocks loop
   int64_t grid = p.num_rows < kMaxGrid ? p.num_rows : kMaxGrid;
   if (args.granularity == Granularity::kPerTensorDynamic) {
