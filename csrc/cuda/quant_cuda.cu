@@ -13,7 +13,7 @@
 #include "../quant_args.h"
 #include "kernel_image.h"
 #include "per_token_group_quant.cuh"
-#include "rmsnorm_quant.cuh"
+#include "rmsnorm_launch.cuh"
 
 namespace sgl_quant {
 

@@ -1,5 +1,5 @@
 // Fused RMSNorm launchers of group size 32 (one file per group size, so that ninja compiles them in parallel).
-#include "rmsnorm_quant.cuh"
+#include "rmsnorm_launch.cuh"
 
 namespace sgl_quant {
 SGLQ_FOR_EACH_RMSNORM_VARIANT(32, SGLQ_INSTANTIATE_RMSNORM_LAUNCHER)
