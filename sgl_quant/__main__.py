@@ -15,8 +15,9 @@ def info():
 
 
 def bench(args):
-    """The benchmarks: v2/DSV4 (all args), the fused RMSNorm op (--quick/--out/--no-baselines), then the host
-    time per eager call (--out); on the CPU implementation where there is no GPU."""
+    """The benchmarks: v2/DSV4 (all args), the fused RMSNorm op (--quick/--out/--no-baselines), per token and per
+    tensor (--quick/--out), then the host time per eager call (--out); on the CPU implementation where there is
+    no GPU."""
     folder = Path(__file__).resolve().parent.parent / "benchmark"
     if not (folder / "bench_per_token_group_quant.py").is_file():
         print("the benchmarks live in the source tree (benchmark/); run this from a source checkout", file=sys.stderr)
@@ -25,6 +26,8 @@ def bench(args):
     shared = [a for i, a in enumerate(args) if a in ("--quick", "--no-baselines", "--out")
               or (i > 0 and args[i - 1] == "--out")]
     rc = rc or subprocess.call([sys.executable, str(folder / "bench_rmsnorm_quant.py"), *shared])
+    rc = rc or subprocess.call([sys.executable, str(folder / "bench_scaled_quant.py"),
+                                *[a for a in shared if a != "--no-baselines"]])
     out = [a for a in shared if a not in ("--quick", "--no-baselines")]
     return rc or subprocess.call([sys.executable, str(folder / "bench_host_overhead.py"), *out])
 

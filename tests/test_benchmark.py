@@ -1,4 +1,4 @@
-"""The main job's CPU path (`make bench` / `python -m sgl_quant bench` without a GPU): both benchmark scripts
+"""The main job's CPU path (`make bench` / `python -m sgl_quant bench` without a GPU): every benchmark script
 time the C++ CPU implementation and write their tables. Needs the source tree (benchmark/)."""
 import json
 import re
