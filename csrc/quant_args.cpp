@@ -75,11 +75,16 @@ void check_group_size(const char* op, int64_t group_size) {
   SGLQ_CHECK(ok, op, ": group_size must be one of 16, 32, 64, 128, 256, got ", group_size);
 }
 
+// output_q's dtype: fp8 e4m3fn or int8 codes.
+void check_code_dtype(const char* op, const Tensor& output_q) {
+  SGLQ_CHECK(output_q.scalar_type() == ScalarType::Float8_e4m3fn || output_q.scalar_type() == ScalarType::Char, op,
+             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
+}
+
 // output_q's dtype and the code range the caller passes for it.
 void check_codes(const char* op, const Tensor& output_q, double min_8bit, double max_8bit) {
+  check_code_dtype(op, output_q);
   const bool fp8 = output_q.scalar_type() == ScalarType::Float8_e4m3fn;
-  SGLQ_CHECK(fp8 || output_q.scalar_type() == ScalarType::Char, op, ": output_q must be float8_e4m3fn or int8, got ",
-             output_q.scalar_type());
   const double lo = fp8 ? Fp8Range::kMin : Int8Range::kMin;
   const double hi = fp8 ? Fp8Range::kMax : Int8Range::kMax;
   SGLQ_CHECK(min_8bit == lo && max_8bit == hi, op, ": min_8bit/max_8bit must equal the range of output_q's dtype ",
@@ -383,7 +388,7 @@ void check_vector(const char* op, const Tensor& input, const Tensor& t, const ch
 
 // What the fused ops share (docs/spec.md §6.1, §8.3): input [M, H] (rows strided, H a multiple of `multiple`, at
 // most kMaxRmsNormHidden), weight [H], residual and output_normed contiguous [M, H] of input's dtype, output_q
-// contiguous [M, H] fp8 or int8; `quant` of the result describes input and output_q.
+// contiguous [M, H] (its code type: the caller's check); `quant` of the result describes input and output_q.
 RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Tensor& weight,
                                   const std::optional<Tensor>& residual, const Tensor& output_q,
                                   const std::optional<Tensor>& output_normed, double norm_eps, int64_t multiple,
@@ -404,8 +409,6 @@ RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Ten
                  std::isfinite(static_cast<float>(norm_eps)), op,
              ": norm_eps must be a finite float > 0, got ", norm_eps);
   check_dense_tensor(op, input, output_q, "output_q", {M, H});
-  SGLQ_CHECK(output_q.scalar_type() == ScalarType::Float8_e4m3fn || output_q.scalar_type() == ScalarType::Char, op,
-             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
 
   RmsNormQuantParams r;
   QuantParams& p = r.quant;
@@ -472,6 +475,7 @@ RmsNormQuantParams make_rmsnorm_scaled_params(const char* op, const Tensor& inpu
                                               bool is_static) {
   RmsNormQuantParams r = rmsnorm_common(op, input, weight, residual, output_q, output_normed, norm_eps,
                                         kElemsPerChunk, "16 (the kernels' chunk)");
+  check_code_dtype(op, output_q);
   QuantParams& p = r.quant;
   const bool has_ub = scale_ub.has_value() && scale_ub->defined();
   if (is_static) {
@@ -541,8 +545,7 @@ ScaledQuantParams scaled_common(const char* op, const Tensor& input, const Tenso
   q_shape.back() = hidden;
   SGLQ_CHECK(output_q.defined(), op, ": output_q is undefined");
   check_same_device(op, input, output_q, "output_q");
-  SGLQ_CHECK(output_q.scalar_type() == ScalarType::Float8_e4m3fn || output_q.scalar_type() == ScalarType::Char, op,
-             ": output_q must be float8_e4m3fn or int8, got ", output_q.scalar_type());
+  check_code_dtype(op, output_q);
   SGLQ_CHECK(same_sizes(output_q, q_shape), op, ": output_q must have shape ", q_shape, ", got ", output_q.sizes());
   SGLQ_CHECK(output_q.is_contiguous(), op, ": output_q must be contiguous, got strides ", output_q.strides());
   check_eps(op, eps);

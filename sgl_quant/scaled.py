@@ -62,8 +62,11 @@ def per_tensor_quant_8bit(
                                               _pdl(enable_pdl))
 
 
+_ANY_RANK = tuple(range(1, 65))  # [..., K]: every rank torch allows but 0
+
+
 def _outputs(x: torch.Tensor, fuse_silu_and_mul: bool, dtype: torch.dtype) -> torch.Tensor:
-    _check_x(x, tuple(range(1, 17)), "[..., K] with at least one dimension")
+    _check_x(x, _ANY_RANK, "[..., K] with at least one dimension")
     shape = (*x.shape[:-1], x.shape[-1] // 2) if fuse_silu_and_mul else x.shape
     return torch.empty(size=shape, dtype=dtype, device=x.device)
 

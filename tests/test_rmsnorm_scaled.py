@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import bits, launch_config, opcheck, poisoned
+from helpers import assert_same_bytes, bits, launch_config, opcheck, poisoned
 from reference import FP8, reference_scaled_quant, rmsnorm_exact
 from sgl_quant import compat
 from test_rmsnorm import make_case
@@ -39,11 +39,7 @@ def expected(x, w, out, static_scale=None, residual=None, scale_ub=None, norm_ep
 
 
 def assert_same(got, want, what):
-    for name, a, b in zip(("codes", "scales", "normed", "residual"), got, want):
-        assert (a is None) == (b is None), f"{what}: {name}"
-        if a is not None:
-            same = bits(a.cpu().contiguous()) == bits(b.cpu().contiguous())
-            assert bool(same.all()), f"{what}: {int((~same).sum())} of {same.numel()} {name} differ"
+    assert_same_bytes(got, want, what, names=("codes", "scales", "normed", "residual"))
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["per_token", "static"])

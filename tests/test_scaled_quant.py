@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import sgl_quant
-from helpers import activation_inputs, bits, opcheck, poisoned
+from helpers import activation_inputs, assert_same_bytes, bits, opcheck, poisoned
 from reference import FP8, reference_scaled_quant
 from sgl_quant import compat
 
@@ -37,12 +37,7 @@ def expected(x, out, granularity, silu=False, eps=1e-10, scale_ub=None, static_s
 
 
 def assert_equal_bytes(got, want, what):
-    for name, a, b in zip(("codes", "scales", "zero points"), got, want):
-        assert (a is None) == (b is None), f"{what}: {name}"
-        if a is not None:
-            assert a.shape == b.shape, f"{what}: {name} shape {tuple(a.shape)} != {tuple(b.shape)}"
-            same = bits(a.cpu().contiguous()) == bits(b.contiguous())
-            assert bool(same.all()), f"{what}: {int((~same).sum())} of {same.numel()} {name} differ"
+    assert_same_bytes(got, want, what, names=("codes", "scales", "zero points"))
 
 
 def static_scale_for(x, out, silu):

@@ -241,6 +241,10 @@ SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t
   const int64_t gs = p.group_size, G = p.groups_per_row, H = p.hidden;
   const T* weight = static_cast<const T*>(rp.weight);
   std::vector<float> z(H), v(H), partial;
+  // per-token / per-tensor codes (docs/spec.md §8.3): a static scale's reciprocal, once
+  const bool per_tensor = rp.scaled && rp.granularity == Granularity::kPerTensorStatic;
+  const float tensor_y = per_tensor ? ieee_div(1.0f, *rp.scale) : 0.0f;
+  const bool tensor_finite = per_tensor && usable_static_scale(*rp.scale);
   for (int64_t r = begin; r < end; ++r) {
     const T* x = static_cast<const T*>(p.input) + r * p.in_row_stride;
     T* residual = rp.residual ? static_cast<T*>(rp.residual) + r * H : nullptr;
@@ -261,11 +265,9 @@ SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t
       for (int64_t i = 0; i < H; ++i) normed[i] = round_to<T>(v[i]);
     }
     Q* q_row = static_cast<Q*>(p.output_q) + r * H;
-    if (rp.scaled) {  // per-token / per-tensor codes (docs/spec.md §8.3)
-      const bool per_tensor = rp.granularity == Granularity::kPerTensorStatic;
-      const float y = per_tensor ? ieee_div(1.0f, *rp.scale) : 0.0f;
-      scaled_quantize_row<Q, R>(v.data(), H, rp.granularity, p.eps, per_tensor ? nullptr : rp.scale, y,
-                                per_tensor && usable_static_scale(*rp.scale),
+    if (rp.scaled) {
+      scaled_quantize_row<Q, R>(v.data(), H, rp.granularity, p.eps, per_tensor ? nullptr : rp.scale, tensor_y,
+                                tensor_finite,
                                 per_tensor ? nullptr : static_cast<float*>(p.output_s) + r * p.s_row_stride, nullptr,
                                 q_row);
       continue;

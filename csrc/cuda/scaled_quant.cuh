@@ -72,6 +72,22 @@ __device__ __forceinline__ void load_values(const T* row, int hidden, int e, boo
   }
 }
 
+// One pass over a row: this thread's vectors base + threadIdx.x + k * blockDim.x (k < kScaledMaxVecs) into w,
+// zeros past the row's num_vecs vectors; every load is issued before any value is used.
+template <typename T, bool SILU>
+__device__ __forceinline__ void load_pass(const T* row, int hidden, int num_vecs, int base, bool vector,
+                                          uint32_t (&w)[kScaledMaxVecs][4]) {
+#pragma unroll
+  for (int k = 0; k < kScaledMaxVecs; ++k) {
+    const int v = base + threadIdx.x + k * blockDim.x;
+    if (v < num_vecs) {
+      load_values<T, SILU>(row, hidden, 8 * v, vector, w[k]);
+    } else {
+      w[k][0] = w[k][1] = w[k][2] = w[k][3] = 0;
+    }
+  }
+}
+
 // The block's max of `amax` and, with MIN_MAX, min of `lo` and max of `hi` (ordered keys): every thread gets
 // them. `slot` (0 or 1) alternates between calls, so that a call's writes never meet the previous call's reads.
 template <bool MIN_MAX>
@@ -104,25 +120,16 @@ template <typename T, bool SILU>
 __global__ void __launch_bounds__(kScaledMaxThreads) tensor_amax_kernel(const ScaledQuantArgs args) {
   pdl_wait_for_producer();
   pdl_allow_dependents();  // the quantization kernel launches; it waits for our end before reading partials
-  constexpr int kVecs = kScaledMaxVecs;
   const int num_vecs = (args.hidden + 7) / 8;
   uint32_t amax = 0;
   for (int64_t r = blockIdx.x; r < args.num_rows; r += gridDim.x) {
     const T* row = static_cast<const T*>(args.input) + r * args.in_row_stride;
     const bool vector = reinterpret_cast<uintptr_t>(row) % 16 == 0 && (!SILU || args.hidden % 8 == 0);
-    for (int base = 0; base < num_vecs; base += blockDim.x * kVecs) {
-      uint32_t w[kVecs][4];
+    for (int base = 0; base < num_vecs; base += blockDim.x * kScaledMaxVecs) {
+      uint32_t w[kScaledMaxVecs][4];
+      load_pass<T, SILU>(row, args.hidden, num_vecs, base, vector, w);
 #pragma unroll
-      for (int k = 0; k < kVecs; ++k) {  // all loads first, then the max: all in flight
-        const int v = base + threadIdx.x + k * blockDim.x;
-        if (v < num_vecs) {
-          load_values<T, SILU>(row, args.hidden, 8 * v, vector, w[k]);
-        } else {
-          w[k][0] = w[k][1] = w[k][2] = w[k][3] = 0;
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kVecs; ++k) amax = max(amax, abs_max_bits<T, 4>(w[k]));
+      for (int k = 0; k < kScaledMaxVecs; ++k) amax = max(amax, abs_max_bits<T, 4>(w[k]));
     }
   }
   int32_t unused_lo = 0, unused_hi = 0;
@@ -137,9 +144,8 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
   const Granularity granularity = args.granularity;
   const bool per_token = granularity == Granularity::kPerToken || granularity == Granularity::kPerTokenAsym;
   const bool asym = granularity == Granularity::kPerTokenAsym;
-  constexpr int kVecs = kScaledMaxVecs;
   const int num_vecs = (args.hidden + 7) / 8;
-  const int per_pass = blockDim.x * kVecs;
+  const int per_pass = blockDim.x * kScaledMaxVecs;
   int slot = 0;  // block_reduce's buffer
 
   pdl_wait_for_producer();
@@ -167,26 +173,15 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
     uint8_t* const codes = static_cast<uint8_t*>(args.output_q) + r * args.q_row_stride;
     const bool vector = reinterpret_cast<uintptr_t>(row) % 16 == 0 && (!SILU || args.hidden % 8 == 0);
     const bool vector_codes = reinterpret_cast<uintptr_t>(codes) % 8 == 0;
-    uint32_t w[kVecs][4];
-    auto load_pass = [&](int base) {
-#pragma unroll
-      for (int k = 0; k < kVecs; ++k) {
-        const int v = base + threadIdx.x + k * blockDim.x;
-        if (v < num_vecs) {
-          load_values<T, SILU>(row, args.hidden, 8 * v, vector, w[k]);
-        } else {
-          w[k][0] = w[k][1] = w[k][2] = w[k][3] = 0;
-        }
-      }
-    };
+    uint32_t w[kScaledMaxVecs][4];
     int32_t zp = 0;
     if (per_token) {
       uint32_t amax = 0;
       int32_t lo = INT32_MAX, hi = INT32_MIN;  // ordered keys
       for (int base = 0; base < num_vecs; base += per_pass) {
-        load_pass(base);
+        load_pass<T, SILU>(row, args.hidden, num_vecs, base, vector, w);
 #pragma unroll
-        for (int k = 0; k < kVecs; ++k) {
+        for (int k = 0; k < kScaledMaxVecs; ++k) {
           amax = max(amax, abs_max_bits<T, 4>(w[k]));
           if (asym) {  // over the row's elements only (the zeros past its end are not values)
             const int e = 8 * (base + threadIdx.x + k * blockDim.x);
@@ -223,13 +218,15 @@ __global__ void __launch_bounds__(kScaledMaxThreads) scaled_quant_kernel(const S
 
     constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
     for (int base = 0; base < num_vecs; base += per_pass) {
-      if (!per_token || num_vecs > per_pass) load_pass(base);  // else the registers hold the row
+      if (!per_token || num_vecs > per_pass) {  // else the registers hold the row
+        load_pass<T, SILU>(row, args.hidden, num_vecs, base, vector, w);
+      }
       if (granularity == Granularity::kPerTensorStatic) {
         finite = usable_static_scale(s);
         y = ieee_div(1.0f, s);
       }
 #pragma unroll
-      for (int k = 0; k < kVecs; ++k) {
+      for (int k = 0; k < kScaledMaxVecs; ++k) {
         const int v = base + threadIdx.x + k * blockDim.x;
         if (v >= num_vecs) continue;
         const CodeWords<2> c = finite ? encode_words<T, R, 4, true>(w[k], y, zp) : CodeWords<2>::filled(nan_word);
