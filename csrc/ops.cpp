@@ -37,6 +37,9 @@ STABLE_TORCH_LIBRARY(sgl_quant, m) {
       "float eps, float min_8bit, float max_8bit, bool scale_ue8m0, bool fuse_silu_and_mul, Tensor? masked_m, "
       "bool enable_pdl=False) -> ()");
   m.def(
+      "per_token_group_quant_8bit_packed(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, int group_size, "
+      "float eps, float min_8bit, float max_8bit, bool enable_pdl=False) -> ()");
+  m.def(
       "per_token_group_quant_fp8_dsv4(Tensor input, Tensor(a!) output_q, Tensor(b!) output_s, "
       "bool enable_pdl=False) -> ()");
   m.def(

@@ -39,24 +39,29 @@ bool is_16bit_float(const Tensor& t) {
   return t.scalar_type() == ScalarType::BFloat16 || t.scalar_type() == ScalarType::Half;
 }
 
-// input: bf16/fp16, last dim contiguous, other strides and the base pointer 16-byte aligned.
-void check_input(const char* op, const Tensor& input) {
-  SGLQ_CHECK(is_16bit_float(input), op, ": input must be bfloat16 or float16, got ", input.scalar_type());
-  if (input.numel() == 0) return;  // nothing is read: strides and alignment do not matter
-  SGLQ_CHECK(input.size(-1) <= 1 || input.stride(-1) == 1, op,
-             ": input's last dimension must be contiguous (stride 1), got strides ", input.strides());
-  const int64_t elems_per_vector = kVectorBytes / static_cast<int64_t>(input.element_size());
-  for (int64_t d = 0; d + 1 < input.dim(); ++d) {
-    SGLQ_CHECK(input.size(d) <= 1 || (input.stride(d) >= 0 && input.stride(d) % elems_per_vector == 0), op,
-               ": input's stride ", input.stride(d), " of dimension ", d, " must be a non-negative multiple of ",
-               elems_per_vector, " elements (16 bytes); got strides ", input.strides());
+// Whether t's rows (its last dimension) all start at 16-byte boundaries: its address and every other stride.
+// The CUDA kernels then move them in 16-byte vectors, else element by element (QuantParams::vector_io).
+bool rows_aligned(const Tensor& t) {
+  if (!is_aligned(t, kVectorBytes)) return false;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) * static_cast<int64_t>(t.element_size()) % kVectorBytes != 0) return false;
   }
-  SGLQ_CHECK(is_aligned(input, kVectorBytes), op,
-             ": input.data_ptr() must be 16-byte aligned (the kernels use 16-byte vector loads)");
+  return true;
 }
 
-// A tensor the kernels access with 16-byte vectors: contiguous, the given shape, 16-byte aligned, on
-// input's device, and (when given) of the given dtype.
+// input: bf16/fp16, last dim contiguous, other strides non-negative, any (2-byte-aligned) address.
+void check_input(const char* op, const Tensor& input) {
+  SGLQ_CHECK(is_16bit_float(input), op, ": input must be bfloat16 or float16, got ", input.scalar_type());
+  if (input.numel() == 0) return;  // nothing is read: strides do not matter
+  SGLQ_CHECK(input.size(-1) <= 1 || input.stride(-1) == 1, op,
+             ": input's last dimension must be contiguous (stride 1), got strides ", input.strides());
+  for (int64_t d = 0; d + 1 < input.dim(); ++d) {
+    SGLQ_CHECK(input.size(d) <= 1 || input.stride(d) >= 0, op, ": input's stride ", input.stride(d), " of dimension ",
+               d, " must not be negative; got strides ", input.strides());
+  }
+}
+
+// A contiguous tensor of the given shape on input's device and (when given) of the given dtype, at any address.
 void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, const char* name,
                         const std::vector<int64_t>& expected_shape, std::optional<ScalarType> dtype = std::nullopt) {
   SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
@@ -65,8 +70,35 @@ void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, co
   check_same_device(op, input, t, name);
   SGLQ_CHECK(same_sizes(t, expected_shape), op, ": ", name, " must have shape ", expected_shape, ", got ", t.sizes());
   SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
-  SGLQ_CHECK(t.numel() == 0 || is_aligned(t, kVectorBytes), op, ": ", name,
-             ".data_ptr() must be 16-byte aligned (the kernels use 16-byte vector accesses)");
+}
+
+// output_q of the v2 and fused ops: the given shape [..., H] on input's device, at any address, its last
+// dimension contiguous and its rows one stride apart (>= H, < 2^31: a padded row-major buffer's view).
+// Returns that row stride.
+int64_t check_codes_tensor(const char* op, const Tensor& input, const Tensor& output_q,
+                           const std::vector<int64_t>& expected_shape) {
+  SGLQ_CHECK(output_q.defined(), op, ": output_q is undefined");
+  check_same_device(op, input, output_q, "output_q");
+  SGLQ_CHECK(same_sizes(output_q, expected_shape), op, ": output_q must have shape ", expected_shape, ", got ",
+             output_q.sizes());
+  const int64_t hidden = expected_shape.back();
+  int64_t row_stride = hidden, expected = -1;  // the rows' stride; the stride the next outer dimension must have
+  if (output_q.numel() == 0) return row_stride;
+  SGLQ_CHECK(hidden <= 1 || output_q.stride(-1) == 1, op,
+             ": output_q's last dimension must be contiguous (stride 1), got strides ", output_q.strides());
+  for (int64_t d = output_q.dim() - 2; d >= 0; --d) {
+    if (output_q.size(d) == 1) continue;
+    if (expected < 0) {
+      row_stride = output_q.stride(d);
+    } else {
+      SGLQ_CHECK(output_q.stride(d) == expected, op, ": output_q's rows must be one stride apart (strides (M * S, S, 1)), ",
+                 "got shape ", output_q.sizes(), " and strides ", output_q.strides());
+    }
+    expected = output_q.stride(d) * output_q.size(d);
+  }
+  SGLQ_CHECK(row_stride >= hidden && row_stride <= std::numeric_limits<int32_t>::max(), op,
+             ": output_q's row stride must be at least H=", hidden, " and below 2^31, got strides ", output_q.strides());
+  return row_stride;
 }
 
 void check_group_size(const char* op, int64_t group_size) {
@@ -254,10 +286,11 @@ void check_group_count(const char* op, const QuantParams& p) {
 bool is_bf16(const Tensor& input) { return input.scalar_type() == ScalarType::BFloat16; }
 bool is_fp8(const Tensor& output_q) { return output_q.scalar_type() == ScalarType::Float8_e4m3fn; }
 
-QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s, int64_t group_size,
-                           double eps, double min_8bit, double max_8bit, bool scale_ue8m0, bool fuse_silu_and_mul,
-                           const std::optional<Tensor>& masked_m) {
-  constexpr const char* op = "sgl_quant.per_token_group_quant_8bit_v2";
+namespace {
+
+QuantParams v2_params(const char* op, const Tensor& input, const Tensor& output_q, const Tensor& output_s,
+                      int64_t group_size, double eps, double min_8bit, double max_8bit, bool scale_ue8m0,
+                      bool fuse_silu_and_mul, const std::optional<Tensor>& masked_m) {
   SGLQ_CHECK(input.defined(), op, ": input is undefined");
   SGLQ_CHECK(input.dim() == 2 || input.dim() == 3, op, ": input must be 2-D [M, H] or 3-D [E, M, H], got shape ",
              input.sizes());
@@ -278,7 +311,7 @@ QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Te
 
   std::vector<int64_t> q_shape = input.sizes().vec();
   q_shape.back() = hidden;
-  check_dense_tensor(op, input, output_q, "output_q", q_shape);
+  const int64_t q_row_stride = check_codes_tensor(op, input, output_q, q_shape);
   check_codes(op, output_q, min_8bit, max_8bit);
   check_eps(op, eps);
   const ScaleKind scale_kind = check_output_s(op, input, output_s, q_shape, groups, scale_ue8m0);
@@ -318,7 +351,39 @@ QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Te
   p.eps = static_cast<float>(eps);
   p.scale_kind = scale_kind;
   p.fuse_silu_and_mul = fuse_silu_and_mul;
+  p.vector_io = rows_aligned(input) && rows_aligned(output_q);
+  p.q_row_stride = static_cast<int32_t>(q_row_stride);
+  SGLQ_CHECK(!masked || p.vector_io, op, ": with masked_m, input's and output_q's rows must start at 16-byte "
+             "boundaries (their addresses and strides multiples of 16 bytes), got input strides ", input.strides(),
+             " and output_q strides ", output_q.strides());
   check_group_count(op, p);
+  return p;
+}
+
+}  // namespace
+
+QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s, int64_t group_size,
+                           double eps, double min_8bit, double max_8bit, bool scale_ue8m0, bool fuse_silu_and_mul,
+                           const std::optional<Tensor>& masked_m) {
+  return v2_params("sgl_quant.per_token_group_quant_8bit_v2", input, output_q, output_s, group_size, eps, min_8bit,
+                   max_8bit, scale_ue8m0, fuse_silu_and_mul, masked_m);
+}
+
+QuantParams make_packed_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s, int64_t group_size,
+                               double eps, double min_8bit, double max_8bit) {
+  constexpr const char* op = "sgl_quant.per_token_group_quant_8bit_packed";
+  SGLQ_CHECK(input.defined(), op, ": input is undefined");
+  SGLQ_CHECK(input.dim() == 2, op, ": input must be 2-D [M, H], got shape ", input.sizes());
+  SGLQ_CHECK(output_s.defined() && output_s.scalar_type() == ScalarType::Int, op,
+             ": output_s must be int32 (packed UE8M0 scales)", output_s.defined() ? ", got " : "",
+             output_s.defined() ? torch::headeronly::toString(output_s.scalar_type()) : "");
+  QuantParams p =
+      v2_params(op, input, output_q, output_s, group_size, eps, min_8bit, max_8bit, true, false, std::nullopt);
+  const int64_t rows = input.size(0), padded_rows = (rows + 3) / 4 * 4;
+  SGLQ_CHECK(output_s.size(1) <= 1 || output_s.stride(1) == padded_rows, op,
+             ": output_s must have strides (1, ceil4(M)) = (1, ", padded_rows,
+             "), the TMA-aligned layout whose padding rows this op writes, got strides ", output_s.strides());
+  p.s_pad_rows = static_cast<int32_t>(padded_rows - rows);
   return p;
 }
 
@@ -368,6 +433,8 @@ QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const 
   p.eps = 1e-10f;
   p.scale_kind = ScaleKind::kFloatUE8M0;
   p.fuse_silu_and_mul = false;
+  p.vector_io = rows_aligned(input) && rows_aligned(output_q);
+  p.q_row_stride = static_cast<int32_t>(D);
   check_group_count(op, p);
   return p;
 }
@@ -388,7 +455,8 @@ void check_vector(const char* op, const Tensor& input, const Tensor& t, const ch
 
 // What the fused ops share (docs/spec.md §6.1, §8.3): input [M, H] (rows strided, H a multiple of `multiple`, at
 // most kMaxRmsNormHidden), weight [H], residual and output_normed contiguous [M, H] of input's dtype, output_q
-// contiguous [M, H] (its code type: the caller's check); `quant` of the result describes input and output_q.
+// [M, H] with rows strided (its code type: the caller's check), all at any address; `quant` of the result
+// describes input and output_q.
 RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Tensor& weight,
                                   const std::optional<Tensor>& residual, const Tensor& output_q,
                                   const std::optional<Tensor>& output_normed, double norm_eps, int64_t multiple,
@@ -408,7 +476,7 @@ RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Ten
   SGLQ_CHECK(std::isfinite(norm_eps) && norm_eps > 0 && static_cast<float>(norm_eps) > 0 &&
                  std::isfinite(static_cast<float>(norm_eps)), op,
              ": norm_eps must be a finite float > 0, got ", norm_eps);
-  check_dense_tensor(op, input, output_q, "output_q", {M, H});
+  const int64_t q_row_stride = check_codes_tensor(op, input, output_q, {M, H});
 
   RmsNormQuantParams r;
   QuantParams& p = r.quant;
@@ -418,6 +486,13 @@ RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Ten
   p.rows_per_outer = M;
   p.in_row_stride = input.stride(0);
   p.hidden = static_cast<int32_t>(H);
+  p.q_row_stride = static_cast<int32_t>(q_row_stride);
+  auto aligned = [](const std::optional<Tensor>& t) { return !t.has_value() || !t->defined() || rows_aligned(*t); };
+  p.vector_io = rows_aligned(input) && rows_aligned(weight) && aligned(residual) && aligned(output_normed) &&
+                rows_aligned(output_q);
+  SGLQ_CHECK(H <= kMaxRmsNormGeneralHidden || (p.vector_io && q_row_stride == H), op, ": rows of H > ",
+             kMaxRmsNormGeneralHidden, " need input, weight, residual, output_normed and output_q at 16-byte "
+             "boundaries (addresses and row strides multiples of 16 bytes) and output_q contiguous; got H=", H);
   r.weight = weight.data_ptr();
   r.residual = has_residual ? residual->data_ptr() : nullptr;
   r.output_normed = has_normed ? output_normed->data_ptr() : nullptr;

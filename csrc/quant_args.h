@@ -73,6 +73,11 @@ QuantParams make_v2_params(const Tensor& input, const Tensor& output_q, const Te
                            double eps, double min_8bit, double max_8bit, bool scale_ue8m0, bool fuse_silu_and_mul,
                            const std::optional<Tensor>& masked_m);
 
+// Validates the arguments of sgl_quant::per_token_group_quant_8bit_packed (vLLM's packed op: 2-D, packed UE8M0
+// scales with strides (1, ceil4(M)), whose padding rows it writes with 0) and describes the problem.
+QuantParams make_packed_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s, int64_t group_size,
+                               double eps, double min_8bit, double max_8bit);
+
 // Validates the arguments of sgl_quant::per_token_group_quant_fp8_dsv4 and describes the problem
 // (group size 128, eps 1e-10, UE8M0-rounded fp32 scales in the fp8_einsum layout).
 QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const Tensor& output_s);

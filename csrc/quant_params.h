@@ -37,7 +37,7 @@ constexpr int64_t kMaxMaskedExperts = 50000;
 //   v2 2-D  [M, H]          -> outer = 1,  rows_per_outer = M
 //   v2 3-D  [E, M_pad, H]   -> outer = E,  rows_per_outer = M_pad  (masked or batched)
 //   dsv4    [T, G_h, D]     -> outer = T,  rows_per_outer = G_h
-// The codes are always contiguous: row (outer, row) starts at (outer * rows_per_outer + row) * H.
+// The codes' rows have one stride: row (outer, row) starts at (outer * rows_per_outer + row) * q_row_stride.
 struct QuantParams {
   const void* input = nullptr;
   void* output_q = nullptr;
@@ -58,6 +58,13 @@ struct QuantParams {
   float eps = 1e-10f;
   ScaleKind scale_kind = ScaleKind::kFloat;
   bool fuse_silu_and_mul = false;
+  // Every row's input and codes start at 16-byte boundaries (the base addresses and row strides): the CUDA
+  // kernels move them in 16-byte vectors; false, element by element (any 2-byte-aligned input).
+  bool vector_io = true;
+  int32_t q_row_stride = 0;  // codes between rows (>= H)
+  // Packed UE8M0 scales of a 2-D call (vLLM's packed op, docs/spec.md §3.4): the scale words of rows M ..
+  // M + s_pad_rows - 1 in every column but the last (the buffer's TMA padding) are written with 0.
+  int32_t s_pad_rows = 0;
 
   SGLQ_HD int64_t num_rows() const { return num_outer * rows_per_outer; }
   SGLQ_HD int64_t num_groups() const { return num_rows() * groups_per_row; }
@@ -95,6 +102,8 @@ constexpr int64_t kElemsPerChunk = 16;
 // Largest H of the fused op: the CUDA kernel keeps a row in the registers of at most 1024 threads,
 // two 16-element chunks each.
 constexpr int64_t kMaxRmsNormHidden = 32768;
+// Largest H of the fused op with rows or addresses off 16-byte boundaries or strided codes: the one-chunk kernel's.
+constexpr int64_t kMaxRmsNormGeneralHidden = 16384;
 
 SGLQ_HD uint32_t float_bits(float x) {
 #if defined(__CUDA_ARCH__)

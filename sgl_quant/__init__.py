@@ -13,6 +13,7 @@ from ._version import __version__
 from .quant import (
     FP8_DTYPE,
     create_scale_tensor,
+    per_token_group_quant_8bit_packed,
     per_token_group_quant_8bit_v2,
     per_token_group_quant_fp8,
     per_token_group_quant_fp8_dsv4,
@@ -59,6 +60,7 @@ __all__ = [
     "FP8_DTYPE",
     "build_info",
     "create_scale_tensor",
+    "per_token_group_quant_8bit_packed",
     "per_token_group_quant_8bit_v2",
     "per_token_group_quant_fp8",
     "per_token_group_quant_fp8_dsv4",

@@ -25,6 +25,12 @@ def _per_token_group_quant_8bit_v2_fake(input, output_q, output_s, group_size, e
                        masked_m=masked_m)
 
 
+@torch.library.register_fake("sgl_quant::per_token_group_quant_8bit_packed")
+def _per_token_group_quant_8bit_packed_fake(input, output_q, output_s, group_size, eps, min_8bit, max_8bit,
+                                            enable_pdl=False):
+    _check_same_device("per_token_group_quant_8bit_packed", input, output_q=output_q, output_s=output_s)
+
+
 @torch.library.register_fake("sgl_quant::per_token_group_quant_fp8_dsv4")
 def _per_token_group_quant_fp8_dsv4_fake(input, output_q, output_s, enable_pdl=False):
     _check_same_device("per_token_group_quant_fp8_dsv4", input, output_q=output_q, output_s=output_s)

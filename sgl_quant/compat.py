@@ -21,6 +21,10 @@ Fused fronts (docs/spec.md §8.3): vLLM's ``rms_norm_dynamic_per_token_quant``, 
 ``fused_add_rms_norm_static_fp8_quant`` and ``silu_and_mul_quant``, FlashInfer's ``rmsnorm_quant`` and
 ``fused_add_rmsnorm_quant``: their arguments, sgl_quant's math (the exact RMSNorm of §6.2, then §8.1).
 
+vLLM's packed UE8M0 calls ``per_token_group_fp8_quant_packed`` (its ``torch.ops._C`` shape) and
+``per_token_group_quant_fp8_packed_for_deepgemm`` run ``per_token_group_quant_8bit_packed``: vLLM's bytes in
+the whole scale buffer, its padding rows included (README, "Which call writes what").
+
 ``enable_v2``: sgl_quant implements the v2 kernel's semantics only (the bits the serving stack
 produces with ``enable_v2=True``). ``None`` and ``True`` are the same; ``False`` (the legacy v1
 kernel) also runs v2 and warns once, since v1 and v2 are not guaranteed to agree bit for bit.
@@ -32,7 +36,10 @@ import torch
 
 from .quant import (
     FP8_DTYPE,
+    FP8_MAX,
+    FP8_MIN,
     create_scale_tensor,
+    per_token_group_quant_8bit_packed,
     per_token_group_quant_8bit_v2,
     per_token_group_quant_fp8,
     _first_rows_transposed,
@@ -94,6 +101,38 @@ def sglang_per_token_group_quant_fp8(
         raise ValueError("sglang_per_token_group_quant_fp8: x must be contiguous (as in SGLang)")
     return per_token_group_quant_fp8(x, group_size, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,
                                      fuse_silu_and_mul, masked_m)
+
+
+def per_token_group_fp8_quant_packed(input: torch.Tensor, output_q: torch.Tensor, output_s_packed: torch.Tensor,
+                                     group_size: int, eps: float, fp8_min: float, fp8_max: float) -> None:
+    """vLLM's ``torch.ops._C.per_token_group_fp8_quant_packed``: ``input`` ``[..., K]`` (rows ``M = numel / K``),
+    ``output_q`` of input's shape, ``output_s_packed`` int32 ``[M, ceil(G/4)]`` with strides ``(1, ceil4(M))``;
+    writes the codes, the packed UE8M0 scales and 0 in the scale words of the padding rows, as vLLM does."""
+    k = input.shape[-1]
+    per_token_group_quant_8bit_packed(input.reshape(-1, k), output_q.view(-1, k), output_s_packed, group_size, eps,
+                                      fp8_min, fp8_max)
+
+
+def per_token_group_quant_fp8_packed_for_deepgemm(x: torch.Tensor, group_size: int, eps: float = 1e-10,
+                                                  use_ue8m0: Optional[bool] = True,
+                                                  out_q: Optional[torch.Tensor] = None
+                                                  ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``per_token_group_quant_fp8_packed_for_deepgemm``: returns ``(x_q, x_s_packed)``, ``x_q`` fp8 of x's
+    shape (``out_q`` when given), ``x_s_packed`` int32 ``[M, ceil(G/4)]`` with strides ``(1, ceil4(M))``, its
+    padding rows zeroed (``per_token_group_fp8_quant_packed``). ``use_ue8m0`` must be true (``None``: true)."""
+    if use_ue8m0 is False:
+        raise ValueError("per_token_group_quant_fp8_packed_for_deepgemm: the packed layout needs UE8M0 scales "
+                         "(use_ue8m0=True), as in vLLM")
+    k = x.shape[-1]
+    if group_size <= 0 or k % group_size != 0:
+        raise ValueError(f"per_token_group_quant_fp8_packed_for_deepgemm: x's last dimension {k} must be divisible "
+                         f"by group_size {group_size}")
+    m = x.numel() // k if k else 0
+    words, padded_rows = (k // group_size + 3) // 4, (m + 3) // 4 * 4
+    x_s = torch.empty_strided((m, words), (1, padded_rows), dtype=torch.int32, device=x.device)
+    x_q = torch.empty(size=x.shape, dtype=FP8_DTYPE, device=x.device) if out_q is None else out_q
+    per_token_group_fp8_quant_packed(x, x_q, x_s, group_size, eps, FP8_MIN, FP8_MAX)
+    return x_q.view(x.shape), x_s
 
 
 def fused_add_rmsnorm_fp8_block_quant(
@@ -289,6 +328,7 @@ def fused_add_rmsnorm_quant(out: torch.Tensor, input: torch.Tensor, residual: to
 
 
 __all__ = ["fused_add_rms_norm_static_fp8_quant", "fused_add_rmsnorm_fp8_block_quant", "fused_add_rmsnorm_quant",
+           "per_token_group_fp8_quant_packed", "per_token_group_quant_fp8_packed_for_deepgemm",
            "per_token_quant_int8", "rms_norm_dynamic_per_token_quant", "rms_norm_per_block_quant",
            "rms_norm_static_fp8_quant", "rmsnorm_quant", "scaled_fp8_quant", "scaled_int8_quant", "silu_and_mul_quant",
            "sgl_per_tensor_quant_fp8", "sgl_per_token_group_quant_8bit", "sgl_per_token_quant_fp8",

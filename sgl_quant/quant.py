@@ -121,8 +121,9 @@ def per_token_group_quant_8bit_v2(
 ) -> None:
     """Quantize ``input`` into preallocated ``output_q`` / ``output_s`` (drop-in for sgl-kernel's v2).
 
-    ``input``: ``[M, K]`` or ``[E, M_pad, K]`` bf16/fp16, last dimension contiguous.
-    ``output_q``: contiguous ``[..., H]`` float8_e4m3fn or int8.
+    ``input``: ``[M, K]`` or ``[E, M_pad, K]`` bf16/fp16, last dimension contiguous, any row stride and address.
+    ``output_q``: ``[..., H]`` float8_e4m3fn or int8, last dimension contiguous, rows one stride ``>= H`` apart.
+    Only the result is written (codes and scales of the valid rows; the pad bytes of packed scale words).
     ``output_s``: float32 ``[..., M, G]`` (row- or column-major strides) or int32 packed UE8M0
     ``[..., M, ceil(G/4)]`` column-major (needs ``scale_ue8m0=True``).
     ``masked_m``: int32 ``[E]`` valid rows per expert (read on the device, clamped to ``[0, M_pad]``);
@@ -144,6 +145,28 @@ def per_token_group_quant_8bit_v2(
         masked_m,
         _pdl(enable_pdl),
     )
+
+
+def per_token_group_quant_8bit_packed(
+    input: torch.Tensor,
+    output_q: torch.Tensor,
+    output_s: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-10,
+    min_8bit: Optional[float] = None,
+    max_8bit: Optional[float] = None,
+    enable_pdl: Optional[bool] = None,
+) -> None:
+    """v2 with packed UE8M0 scales for DeepGEMM on SM100, with vLLM's contract for the whole scale buffer.
+
+    ``input`` ``[M, K]``, ``output_q`` ``[M, H]`` as in ``per_token_group_quant_8bit_v2``; ``output_s`` int32
+    ``[M, ceil(G/4)]`` with strides ``(1, ceil4(M))`` (``create_scale_tensor(..., True, True, True)``). Besides the
+    result, the words of the padding rows ``M .. ceil4(M)-1`` are written with 0 (in every column but the last,
+    whose padding lies past the buffer), in the same launch, as vLLM's ``per_token_group_fp8_quant_packed`` does.
+    """
+    min_8bit, max_8bit = _code_range(output_q, min_8bit, max_8bit)
+    torch.ops.sgl_quant.per_token_group_quant_8bit_packed(input, output_q, output_s, group_size, eps, min_8bit,
+                                                          max_8bit, _pdl(enable_pdl))
 
 
 def _quantize(x, group_size, out_dtype, eps, column_major_scales, scale_tma_aligned, scale_ue8m0,

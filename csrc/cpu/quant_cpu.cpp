@@ -136,12 +136,17 @@ SGLQ_CPU_CLONES void quantize_rows(const QuantParams& p, int64_t begin, int64_t 
       if (row >= count) continue;  // rows beyond the expert's count are not written
     }
     const T* in_row = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride;
-    Q* q_row = static_cast<Q*>(p.output_q) + r * H;
+    Q* q_row = static_cast<Q*>(p.output_q) + r * p.q_row_stride;
     const int64_t s_row = outer * p.s_outer_stride + row * p.s_row_stride;
     for (int64_t g = 0; g < G; ++g) {
       const T* gate = in_row + g * gs;
       activation(gate, p.fuse_silu_and_mul ? gate + H : nullptr, gs, v.data());
       quantize_group<Q, R>(p, v.data(), q_row + g * gs, s_row, g);
+    }
+    if (p.s_pad_rows > 0 && r == p.num_rows() - 1) {  // vLLM's packed op: the padding rows' words, but the last column's
+      for (int64_t c = 0; c + 1 < (G + 3) / 4; ++c) {
+        for (int64_t k = 1; k <= p.s_pad_rows; ++k) static_cast<int32_t*>(p.output_s)[s_row + c * p.s_group_stride + k] = 0;
+      }
     }
   }
 }
@@ -264,7 +269,7 @@ SGLQ_CPU_CLONES void rmsnorm_quantize_rows(const RmsNormQuantParams& rp, int64_t
       T* normed = static_cast<T*>(rp.output_normed) + r * H;
       for (int64_t i = 0; i < H; ++i) normed[i] = round_to<T>(v[i]);
     }
-    Q* q_row = static_cast<Q*>(p.output_q) + r * H;
+    Q* q_row = static_cast<Q*>(p.output_q) + r * p.q_row_stride;
     if (rp.scaled) {
       scaled_quantize_row<Q, R>(v.data(), H, rp.granularity, p.eps, per_tensor ? nullptr : rp.scale, tensor_y,
                                 tensor_finite,
@@ -351,6 +356,12 @@ void per_token_group_quant_8bit_v2_cpu(const Tensor& input, Tensor output_q, Ten
   if (p.num_groups() > 0) dispatch_types<Quantize>(is_bf16(input), is_fp8(output_q), p);
 }
 
+void per_token_group_quant_8bit_packed_cpu(const Tensor& input, Tensor output_q, Tensor output_s, int64_t group_size,
+                                           double eps, double min_8bit, double max_8bit, bool /*enable_pdl*/) {
+  const QuantParams p = make_packed_params(input, output_q, output_s, group_size, eps, min_8bit, max_8bit);
+  if (p.num_groups() > 0) dispatch_types<Quantize>(is_bf16(input), is_fp8(output_q), p);
+}
+
 void per_token_group_quant_fp8_dsv4_cpu(const Tensor& input, Tensor output_q, Tensor output_s, bool /*enable_pdl*/) {
   const QuantParams p = make_dsv4_params(input, output_q, output_s);
   if (p.num_groups() > 0) dispatch_types<Quantize>(is_bf16(input), true, p);
@@ -399,6 +410,7 @@ void rmsnorm_per_tensor_quant_8bit_cpu(const Tensor& input, const Tensor& weight
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CPU, m) {
   m.impl("per_token_group_quant_8bit_v2", TORCH_BOX(&per_token_group_quant_8bit_v2_cpu));
+  m.impl("per_token_group_quant_8bit_packed", TORCH_BOX(&per_token_group_quant_8bit_packed_cpu));
   m.impl("per_token_group_quant_fp8_dsv4", TORCH_BOX(&per_token_group_quant_fp8_dsv4_cpu));
   m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cpu));
   m.impl("per_token_quant_8bit", TORCH_BOX(&per_token_quant_8bit_cpu));

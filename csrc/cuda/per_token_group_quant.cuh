@@ -7,7 +7,10 @@
 // SiLU), so that each load instruction of a warp reads whole 32-byte sectors (quantize_words).
 //
 // Four kernels, chosen per call by launch_per_token_group_quant:
-// - per_token_group_quant_kernel: every call the others do not take. Dense: one task per sub-warp, a
+// - per_token_group_quant_kernel: every call the others do not take, among them every dense call whose rows
+//   do not all start at 16-byte boundaries (QuantParams::vector_io: element loads and byte stores, a uniform
+//   branch; masked calls need aligned rows: the branch made the masked kernels spill). Dense: one task per
+//   sub-warp, a
 //   block per groups_per_block tasks, no loop; the block locates its task before the PDL wait, so that
 //   the index math overlaps the producer's tail. Masked: only valid rows become tasks (padded rows cost
 //   nothing), blocks walk them with a grid-stride loop; the prefix sum of the per-expert counts is
@@ -16,8 +19,8 @@
 //   evenly spaced experts). Without PDL the chain from the kernel's start to its first load is a small
 //   call's latency; these kernels read everything on that chain from the parameters' first 64-byte
 //   constant line and carry no PDL instructions.
-// - small_call_quant_kernel: dense calls of at most 8 rows without SiLU: 8 values per thread (twice the
-//   threads for a tiny problem), 48 bytes of parameters, one division.
+// - small_call_quant_kernel: dense calls of at most 8 rows without SiLU, contiguous codes: 8 values per
+//   thread (twice the threads for a tiny problem), 48 bytes of parameters, one division.
 #pragma once
 
 #include "v2_tasks.cuh"
@@ -51,8 +54,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     const Task<T> t = locate_dense_task<T, GS, SS, SILU>(args, static_cast<int>(task), valid);
     pdl_wait_for_producer_after(t.src);  // the input may come from the previous kernel
     pdl_allow_dependents();              // the next kernel may launch; it waits for our completion itself
-    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid);
-    quantize_task<T, R, GS, SS, SILU>(p, t, lane, valid, in);
+    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid, p.vector_io);
+    quantize_task<T, R, GS, SS, SILU>(p, t, lane, valid, in, p.vector_io);
   } else if (p.num_outer <= kWarpScanMaxExperts) {
     // At most 32 experts: every warp scans the counts itself (one load, a warp sum, at most five
     // shuffles): no shared memory and no barrier between the counts and the inputs. Under PDL a warp reads
@@ -282,18 +285,21 @@ struct SmallCallArgs {
   void* output_q;
   void* output_s;
   uint32_t row_multiplier;  // task -> row: FastDivmod(groups per row), its shift in `shape`
-  // groups per row (bits 0-21), rows (22-25), the division's shift (26-30), fp32 scales rounded (31)
+  // groups per row (bits 0-19), s_pad_rows (20-21), rows (22-25), the division's shift (26-30), fp32 scales
+  // rounded (31)
   uint32_t shape;
   int32_t in_row_stride, s_row_stride, s_group_stride;
   float eps;
 
-  static constexpr int kGroupBits = 22, kRowBits = 4, kShiftBits = 5;
+  static constexpr int kGroupBits = 20, kPadBits = 2, kRowBits = 4, kShiftBits = 5;
+  static constexpr int kRowShift = kGroupBits + kPadBits;
   __device__ __forceinline__ int groups() const { return static_cast<int>(shape & ((1u << kGroupBits) - 1)); }
-  __device__ __forceinline__ int rows() const {
-    return static_cast<int>((shape >> kGroupBits) & ((1u << kRowBits) - 1));
+  __device__ __forceinline__ int pad_rows() const {
+    return static_cast<int>((shape >> kGroupBits) & ((1u << kPadBits) - 1));
   }
+  __device__ __forceinline__ int rows() const { return static_cast<int>((shape >> kRowShift) & ((1u << kRowBits) - 1)); }
   __device__ __forceinline__ int row_of(uint32_t task) const {
-    const uint32_t shift = (shape >> (kGroupBits + kRowBits)) & ((1u << kShiftBits) - 1);
+    const uint32_t shift = (shape >> (kRowShift + kRowBits)) & ((1u << kShiftBits) - 1);
     return static_cast<int>((__umulhi(task, row_multiplier) + task) >> shift);
   }
   __device__ __forceinline__ ScaleKind scale_kind() const {
@@ -306,13 +312,14 @@ constexpr int64_t kSmallCallMaxRows = 8;
 // A compile-time block size: the kernel then never reads blockDim (the driver's constant line 0x0).
 constexpr int kSmallCallThreads = 128;
 
-// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides in 32 bits, rows and
-// groups per row within SmallCallArgs::shape's fields.
+// Whether p (folded) is a small call: dense, no fused SiLU, one row index, 16-byte vectors and contiguous
+// codes, strides in 32 bits, rows, groups per row and padding rows within SmallCallArgs::shape's fields.
 inline bool small_call_fits(const QuantParams& p) {
   constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
   static_assert(kSmallCallMaxRows < (1 << SmallCallArgs::kRowBits), "rows fit in SmallCallArgs::shape");
   auto fits = [](int64_t v) { return v >= 0 && v <= kMax32; };
   return p.masked_m == nullptr && !p.fuse_silu_and_mul && p.num_outer == 1 && p.rows_per_outer <= kSmallCallMaxRows &&
+         p.vector_io && p.q_row_stride == p.hidden && p.s_pad_rows < (1 << SmallCallArgs::kPadBits) &&
          p.groups_per_row < (1 << SmallCallArgs::kGroupBits) && fits(p.in_row_stride) && fits(p.s_row_stride) &&
          fits(p.s_group_stride);
 }
@@ -324,8 +331,9 @@ inline SmallCallArgs small_call_args(const QuantParams& p) {
   a.output_q = p.output_q;
   a.output_s = p.output_s;
   a.row_multiplier = groups_per_row.multiplier;
-  a.shape = static_cast<uint32_t>(p.groups_per_row) | static_cast<uint32_t>(p.rows_per_outer) << SmallCallArgs::kGroupBits |
-            groups_per_row.shift << (SmallCallArgs::kGroupBits + SmallCallArgs::kRowBits) |
+  a.shape = static_cast<uint32_t>(p.groups_per_row) | static_cast<uint32_t>(p.s_pad_rows) << SmallCallArgs::kGroupBits |
+            static_cast<uint32_t>(p.rows_per_outer) << SmallCallArgs::kRowShift |
+            groups_per_row.shift << (SmallCallArgs::kRowShift + SmallCallArgs::kRowBits) |
             static_cast<uint32_t>(p.scale_kind == ScaleKind::kFloatUE8M0) << 31;
   a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
   a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
@@ -349,6 +357,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 4) small_call_quant_kernel(c
   p.groups_per_row = groups;
   p.eps = a.eps;
   p.scale_kind = a.scale_kind();
+  if constexpr (SS == ScaleStore::kPacked) {  // (the padding rows of vLLM's packed op)
+    p.rows_per_outer = a.rows();
+    p.s_pad_rows = a.pad_rows();
+  }
   Task<T> t;
   t.src = static_cast<const T*>(a.input) + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
   t.dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * (groups * GS) + g * GS;
@@ -467,7 +479,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
       return launch_quant_kernel<masked_no_pdl_kernel<T, R, GS, SILU>, GS, SS, SILU, true, true>(folded, opt);
     }
   } else {
-    if (!opt.pdl && folded.num_outer == 1) {
+    if (!opt.pdl && folded.num_outer == 1 && folded.vector_io) {
       return launch_quant_kernel<dense_no_pdl_kernel<T, R, GS, SS, SILU>, GS, SS, SILU, false, true>(folded, opt);
     }
   }

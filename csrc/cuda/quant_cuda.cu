@@ -194,6 +194,12 @@ void per_token_group_quant_8bit_v2_cuda(const Tensor& input, Tensor output_q, Te
   launch(p, input, output_q, enable_pdl);
 }
 
+void per_token_group_quant_8bit_packed_cuda(const Tensor& input, Tensor output_q, Tensor output_s, int64_t group_size,
+                                            double eps, double min_8bit, double max_8bit, bool enable_pdl) {
+  const QuantParams p = make_packed_params(input, output_q, output_s, group_size, eps, min_8bit, max_8bit);
+  launch(p, input, output_q, enable_pdl);
+}
+
 void per_token_group_quant_fp8_dsv4_cuda(const Tensor& input, Tensor output_q, Tensor output_s, bool enable_pdl) {
   const QuantParams p = make_dsv4_params(input, output_q, output_s);
   launch(p, input, output_q, enable_pdl);
@@ -270,6 +276,7 @@ void launch_config(int out[4]) {
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_quant, CUDA, m) {
   m.impl("per_token_group_quant_8bit_v2", TORCH_BOX(&per_token_group_quant_8bit_v2_cuda));
+  m.impl("per_token_group_quant_8bit_packed", TORCH_BOX(&per_token_group_quant_8bit_packed_cuda));
   m.impl("per_token_group_quant_fp8_dsv4", TORCH_BOX(&per_token_group_quant_fp8_dsv4_cuda));
   m.impl("rmsnorm_per_token_group_quant_8bit", TORCH_BOX(&rmsnorm_per_token_group_quant_8bit_cuda));
   m.impl("per_token_quant_8bit", TORCH_BOX(&per_token_quant_8bit_cuda));
