@@ -353,9 +353,6 @@ QuantParams v2_params(const char* op, const Tensor& input, const Tensor& output_
   p.fuse_silu_and_mul = fuse_silu_and_mul;
   p.vector_io = rows_aligned(input) && rows_aligned(output_q);
   p.q_row_stride = static_cast<int32_t>(q_row_stride);
-  SGLQ_CHECK(!masked || p.vector_io, op, ": with masked_m, input's and output_q's rows must start at 16-byte "
-             "boundaries (their addresses and strides multiples of 16 bytes), got input strides ", input.strides(),
-             " and output_q strides ", output_q.strides());
   check_group_count(op, p);
   return p;
 }
@@ -490,9 +487,6 @@ RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Ten
   auto aligned = [](const std::optional<Tensor>& t) { return !t.has_value() || !t->defined() || rows_aligned(*t); };
   p.vector_io = rows_aligned(input) && rows_aligned(weight) && aligned(residual) && aligned(output_normed) &&
                 rows_aligned(output_q);
-  SGLQ_CHECK(H <= kMaxRmsNormGeneralHidden || (p.vector_io && q_row_stride == H), op, ": rows of H > ",
-             kMaxRmsNormGeneralHidden, " need input, weight, residual, output_normed and output_q at 16-byte "
-             "boundaries (addresses and row strides multiples of 16 bytes) and output_q contiguous; got H=", H);
   r.weight = weight.data_ptr();
   r.residual = has_residual ? residual->data_ptr() : nullptr;
   r.output_normed = has_normed ? output_normed->data_ptr() : nullptr;

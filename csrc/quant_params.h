@@ -58,10 +58,10 @@ struct QuantParams {
   float eps = 1e-10f;
   ScaleKind scale_kind = ScaleKind::kFloat;
   bool fuse_silu_and_mul = false;
-  // Every row's input and codes start at 16-byte boundaries (the base addresses and row strides): the CUDA
-  // kernels move them in 16-byte vectors; false, element by element (any 2-byte-aligned input).
+  // Every row of every tensor starts at a 16-byte boundary (the addresses and row strides), as the CUDA kernels
+  // need; false: the CUDA launcher runs the call on aligned copies of the tensors that are off (Staging).
   bool vector_io = true;
-  int32_t q_row_stride = 0;  // codes between rows (>= H)
+  int32_t q_row_stride = 0;  // codes between rows (>= H; the CUDA kernels take H, other strides are staged)
   // Packed UE8M0 scales of a 2-D call (vLLM's packed op, docs/spec.md §3.4): the scale words of rows M ..
   // M + s_pad_rows - 1 in every column but the last (the buffer's TMA padding) are written with 0.
   int32_t s_pad_rows = 0;
@@ -102,8 +102,6 @@ constexpr int64_t kElemsPerChunk = 16;
 // Largest H of the fused op: the CUDA kernel keeps a row in the registers of at most 1024 threads,
 // two 16-element chunks each.
 constexpr int64_t kMaxRmsNormHidden = 32768;
-// Largest H of the fused op with rows or addresses off 16-byte boundaries or strided codes: the one-chunk kernel's.
-constexpr int64_t kMaxRmsNormGeneralHidden = 16384;
 
 SGLQ_HD uint32_t float_bits(float x) {
 #if defined(__CUDA_ARCH__)

@@ -134,38 +134,6 @@ struct FastDivmod {
 // checks every kernel's SASS for .nc loads.
 __device__ __forceinline__ uint4 load_input_vec(const void* ptr) { return *static_cast<const uint4*>(ptr); }
 
-// Calls whose rows do not all start at 16-byte boundaries (a column-offset view, an odd row stride) move the
-// same 16 bytes element by element instead (vector false: 2-byte loads and stores, byte stores of codes),
-// a uniform choice per launch (QuantParams::vector_io).
-__device__ __forceinline__ uint4 load_input(const void* ptr, bool vector) {
-  if (vector) return load_input_vec(ptr);
-  const uint16_t* e = static_cast<const uint16_t*>(ptr);
-  uint32_t w[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) w[j] = e[2 * j] | static_cast<uint32_t>(e[2 * j + 1]) << 16;
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-// 8 16-bit values (residual, output_normed).
-__device__ __forceinline__ void store_values(void* ptr, uint4 v, bool vector) {
-  if (vector) {
-    *static_cast<uint4*>(ptr) = v;
-    return;
-  }
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  uint16_t* e = static_cast<uint16_t*>(ptr);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) e[2 * j] = static_cast<uint16_t>(w[j]), e[2 * j + 1] = static_cast<uint16_t>(w[j] >> 16);
-}
-// 8 codes (two words of four).
-__device__ __forceinline__ void store_codes(uint8_t* dst, uint32_t lo, uint32_t hi, bool vector) {
-  if (vector) {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) dst[j] = static_cast<uint8_t>(lo >> (8 * j)), dst[4 + j] = static_cast<uint8_t>(hi >> (8 * j));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Programmatic dependent launch (SM90+). Without the launch attribute both are no-ops.
 __device__ __forceinline__ void pdl_wait_for_producer() {
@@ -317,14 +285,12 @@ __device__ __forceinline__ int64_t scale_byte_offset(const Params& p, const Task
 // (shuffles); threads of an invalid task only take part in them. fp32 scales are rounded to powers of two
 // where p.scale_kind says so: one kernel for both, the difference a uniform branch after the group's amax.
 // Params: QuantParams, or any arguments with its fields output_s, s_group_stride, groups_per_row, eps and
-// scale_kind (and, with packed scales, rows_per_outer and s_pad_rows). s_offset: scale_byte_offset<SS>(p, t)
-// where the caller has computed it (kScaleOffsetGiven). vector: the codes' 8-byte stores are aligned (else
-// byte stores, QuantParams::vector_io).
+// scale_kind (and, dense packed, rows_per_outer and s_pad_rows). s_offset: scale_byte_offset<SS>(p, t) where
+// the caller has computed it (kScaleOffsetGiven).
 template <typename T, typename R, int GS, ScaleStore SS, int kWords = 8, bool kScaleOffsetGiven = false,
           typename Params>
 __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t, int lane, bool valid,
-                                               const uint32_t (&w)[kWords], int64_t s_offset = 0,
-                                               bool vector = true) {
+                                               const uint32_t (&w)[kWords], int64_t s_offset = 0) {
   static_assert(kWords == 8 || kWords == 4, "16 or 8 values per thread");
   constexpr int kThreadsPerGroup = GS / (2 * kWords);
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
@@ -356,17 +322,12 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
   const CodeWords<kWords / 2> codes =
       finite ? encode_words<T, R, kWords>(w, y) : CodeWords<kWords / 2>::filled(nan_word);
   if constexpr (kWords == 4) {  // the thread's 8 values are adjacent
-    store_codes(t.dst + chunk0, codes.v[0], codes.v[1], vector);
+    *reinterpret_cast<uint2*>(t.dst + chunk0) = make_uint2(codes.v[0], codes.v[1]);
   } else if constexpr (GS == kElemsPerThread) {  // one thread per group: the two halves are adjacent
-    if (vector) {
-      *reinterpret_cast<uint4*>(t.dst) = make_uint4(codes.v[0], codes.v[1], codes.v[2], codes.v[3]);
-    } else {
-      store_codes(t.dst, codes.v[0], codes.v[1], false);
-      store_codes(t.dst + 8, codes.v[2], codes.v[3], false);
-    }
+    *reinterpret_cast<uint4*>(t.dst) = make_uint4(codes.v[0], codes.v[1], codes.v[2], codes.v[3]);
   } else {
-    store_codes(t.dst + chunk0, codes.v[0], codes.v[1], vector);
-    store_codes(t.dst + chunk1, codes.v[2], codes.v[3], vector);
+    *reinterpret_cast<uint2*>(t.dst + chunk0) = make_uint2(codes.v[0], codes.v[1]);
+    *reinterpret_cast<uint2*>(t.dst + chunk1) = make_uint2(codes.v[2], codes.v[3]);
   }
 
   if (lane == 0) {
@@ -382,7 +343,10 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
         // (column-major: the next words), except in the last column, whose padding lies past the buffer
         if (p.s_pad_rows > 0 && (t.g & 3) == 0 && t.s_row == p.rows_per_outer - 1 &&
             (t.g >> 2) < ((p.groups_per_row - 1) >> 2)) {
-          for (int k = 1; k <= p.s_pad_rows; ++k) reinterpret_cast<int32_t*>(slot)[k] = 0;
+          int32_t* const below = reinterpret_cast<int32_t*>(slot) + 1;  // s_pad_rows = ceil4(M) - M <= 3
+          below[0] = 0;
+          if (p.s_pad_rows > 1) below[1] = 0;
+          if (p.s_pad_rows > 2) below[2] = 0;
         }
       }
     } else {

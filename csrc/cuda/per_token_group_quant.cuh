@@ -7,10 +7,7 @@
 // SiLU), so that each load instruction of a warp reads whole 32-byte sectors (quantize_words).
 //
 // Four kernels, chosen per call by launch_per_token_group_quant:
-// - per_token_group_quant_kernel: every call the others do not take, among them every dense call whose rows
-//   do not all start at 16-byte boundaries (QuantParams::vector_io: element loads and byte stores, a uniform
-//   branch; masked calls need aligned rows: the branch made the masked kernels spill). Dense: one task per
-//   sub-warp, a
+// - per_token_group_quant_kernel: every call the others do not take. Dense: one task per sub-warp, a
 //   block per groups_per_block tasks, no loop; the block locates its task before the PDL wait, so that
 //   the index math overlaps the producer's tail. Masked: only valid rows become tasks (padded rows cost
 //   nothing), blocks walk them with a grid-stride loop; the prefix sum of the per-expert counts is
@@ -19,8 +16,8 @@
 //   evenly spaced experts). Without PDL the chain from the kernel's start to its first load is a small
 //   call's latency; these kernels read everything on that chain from the parameters' first 64-byte
 //   constant line and carry no PDL instructions.
-// - small_call_quant_kernel: dense calls of at most 8 rows without SiLU, contiguous codes: 8 values per
-//   thread (twice the threads for a tiny problem), 48 bytes of parameters, one division.
+// - small_call_quant_kernel: dense calls of at most 8 rows without SiLU: 8 values per thread (twice the
+//   threads for a tiny problem), 48 bytes of parameters, one division.
 #pragma once
 
 #include "v2_tasks.cuh"
@@ -54,8 +51,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, SILU ? 3 : 4) per_token_grou
     const Task<T> t = locate_dense_task<T, GS, SS, SILU>(args, static_cast<int>(task), valid);
     pdl_wait_for_producer_after(t.src);  // the input may come from the previous kernel
     pdl_allow_dependents();              // the next kernel may launch; it waits for our completion itself
-    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid, p.vector_io);
-    quantize_task<T, R, GS, SS, SILU>(p, t, lane, valid, in, p.vector_io);
+    const TaskInput<SILU> in = load_task_input<T, GS, SILU>(p.hidden, t, lane, valid);
+    quantize_task<T, R, GS, SS, SILU>(p, t, lane, valid, in);
   } else if (p.num_outer <= kWarpScanMaxExperts) {
     // At most 32 experts: every warp scans the counts itself (one load, a warp sum, at most five
     // shuffles): no shared memory and no barrier between the counts and the inputs. Under PDL a warp reads
@@ -312,15 +309,15 @@ constexpr int64_t kSmallCallMaxRows = 8;
 // A compile-time block size: the kernel then never reads blockDim (the driver's constant line 0x0).
 constexpr int kSmallCallThreads = 128;
 
-// Whether p (folded) is a small call: dense, no fused SiLU, one row index, 16-byte vectors and contiguous
-// codes, strides in 32 bits, rows, groups per row and padding rows within SmallCallArgs::shape's fields.
+// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides in 32 bits, rows, groups
+// per row and padding rows within SmallCallArgs::shape's fields.
 inline bool small_call_fits(const QuantParams& p) {
   constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
   static_assert(kSmallCallMaxRows < (1 << SmallCallArgs::kRowBits), "rows fit in SmallCallArgs::shape");
   auto fits = [](int64_t v) { return v >= 0 && v <= kMax32; };
   return p.masked_m == nullptr && !p.fuse_silu_and_mul && p.num_outer == 1 && p.rows_per_outer <= kSmallCallMaxRows &&
-         p.vector_io && p.q_row_stride == p.hidden && p.s_pad_rows < (1 << SmallCallArgs::kPadBits) &&
-         p.groups_per_row < (1 << SmallCallArgs::kGroupBits) && fits(p.in_row_stride) && fits(p.s_row_stride) &&
+         p.s_pad_rows < (1 << SmallCallArgs::kPadBits) && p.groups_per_row < (1 << SmallCallArgs::kGroupBits) &&
+         fits(p.in_row_stride) && fits(p.s_row_stride) &&
          fits(p.s_group_stride);
 }
 
@@ -479,7 +476,7 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
       return launch_quant_kernel<masked_no_pdl_kernel<T, R, GS, SILU>, GS, SS, SILU, true, true>(folded, opt);
     }
   } else {
-    if (!opt.pdl && folded.num_outer == 1 && folded.vector_io) {
+    if (!opt.pdl && folded.num_outer == 1) {
       return launch_quant_kernel<dense_no_pdl_kernel<T, R, GS, SS, SILU>, GS, SS, SILU, false, true>(folded, opt);
     }
   }

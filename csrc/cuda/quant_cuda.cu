@@ -1,6 +1,7 @@
 // The CUDA launcher: validates (shared checks), picks the kernel variant, launches it on the
 // current stream of the input's device, and registers the ops for the CUDA dispatch key.
-// No host synchronization and no allocation here, so calls are CUDA-graph capturable.
+// No host synchronization, and allocations only from torch's caching allocator on the call's stream (the
+// dynamic per-tensor workspace, staged copies), so calls are CUDA-graph capturable.
 // Host code on the LibTorch stable ABI: the device guard and the current stream come from its C shim.
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
@@ -9,6 +10,7 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../quant_args.h"
 #include "kernel_image.h"
@@ -149,6 +151,113 @@ LaunchOptions launch_options(int device, bool enable_pdl) {
   return o;
 }
 
+// Rows off 16-byte boundaries (a column-offset view, an odd row stride) and padded code rows: the kernels move
+// 16-byte vectors of contiguous rows, so such a call runs on aligned contiguous copies of the tensors concerned
+// (docs/design.md): inputs copied in, outputs copied back after the kernel, 2-D copies on the call's stream
+// (graph-capturable) into buffers from torch's caching allocator. Aligned calls never come here.
+class Staging {
+ public:
+  Staging(const Tensor& like, cudaStream_t stream) : like_(like), stream_(stream) {}
+
+  // A contiguous copy of `outer` blocks of `rows` rows of `width` bytes, the rows `pitch` bytes and the blocks
+  // `outer_pitch` bytes apart from `src`.
+  void* in(const void* src, int64_t pitch, int64_t width, int64_t rows, int64_t outer = 1, int64_t outer_pitch = 0) {
+    uint8_t* const dst = workspace(width * rows * outer);
+    for (int64_t o = 0; o < outer; ++o) {
+      copy(dst + o * width * rows, width, static_cast<const uint8_t*>(src) + o * outer_pitch, pitch, width, rows);
+    }
+    return dst;
+  }
+  // Contiguous rows for an output, copied back into `dst` by finish(); with `keep`, first copied from it (rows
+  // the kernel does not write keep their bytes).
+  void* out(void* dst, int64_t pitch, int64_t width, int64_t rows, bool keep) {
+    void* const ws = keep ? in(dst, pitch, width, rows) : workspace(width * rows);
+    back_.push_back({dst, pitch, ws, width, rows});
+    return ws;
+  }
+  void finish() {
+    for (const Back& c : back_) copy(c.dst, c.pitch, c.src, c.width, c.width, c.rows);
+  }
+
+ private:
+  struct Back {
+    void* dst;
+    int64_t pitch;
+    const void* src;
+    int64_t width, rows;
+  };
+  uint8_t* workspace(int64_t bytes) {
+    buffers_.push_back(torch::stable::new_empty(like_, {bytes}, ScalarType::Byte));
+    return static_cast<uint8_t*>(buffers_.back().data_ptr());
+  }
+  void copy(void* dst, int64_t dpitch, const void* src, int64_t spitch, int64_t width, int64_t rows) {
+    SGLQ_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, stream_));
+  }
+  const Tensor& like_;
+  cudaStream_t stream_;
+  std::vector<Tensor> buffers_;  // released after the copies are queued: the allocator orders reuse by stream
+  std::vector<Back> back_;
+};
+
+bool aligned16(const void* ptr, int64_t stride_bytes) {
+  return (reinterpret_cast<uintptr_t>(ptr) | static_cast<uintptr_t>(stride_bytes)) % 16 == 0;
+}
+
+// Whether a call needs Staging: rows off 16-byte boundaries (QuantParams::vector_io), or padded code rows.
+bool needs_staging(const QuantParams& q) { return !q.vector_io || q.q_row_stride != q.hidden; }
+
+// v2 / DSV4 / the packed op: the input's rows, the codes' rows (a masked call's codes kept: rows past the counts
+// are not written).
+void stage(QuantParams& q, Staging& s) {
+  const int64_t in_width = (q.fuse_silu_and_mul ? 2 : 1) * int64_t{q.hidden} * 2;
+  const bool one_stride = q.num_outer == 1 || q.in_outer_stride == q.rows_per_outer * q.in_row_stride;
+  if (!aligned16(q.input, q.in_row_stride * 2) || !aligned16(nullptr, q.in_outer_stride * 2)) {
+    q.input = one_stride ? s.in(q.input, q.in_row_stride * 2, in_width, q.num_rows())
+                         : s.in(q.input, q.in_row_stride * 2, in_width, q.rows_per_outer, q.num_outer,
+                                q.in_outer_stride * 2);
+    q.in_row_stride = in_width / 2;
+    q.in_outer_stride = q.rows_per_outer * q.in_row_stride;
+  }
+  if (q.q_row_stride != q.hidden || !aligned16(q.output_q, q.q_row_stride)) {
+    q.output_q = s.out(q.output_q, q.q_row_stride, q.hidden, q.num_rows(), q.masked_m != nullptr);
+    q.q_row_stride = q.hidden;
+  }
+  q.vector_io = true;
+}
+
+// The fused op: input, weight, residual (copied back: it is updated), output_normed and the codes.
+void stage(RmsNormQuantParams& r, Staging& s) {
+  QuantParams& q = r.quant;
+  const int64_t rows = q.num_rows(), width = int64_t{q.hidden} * 2;
+  if (!aligned16(q.input, q.in_row_stride * 2)) {
+    q.input = s.in(q.input, q.in_row_stride * 2, width, rows);
+    q.in_row_stride = q.hidden;
+  }
+  if (!aligned16(r.weight, 0)) r.weight = s.in(r.weight, width, width, 1);
+  if (r.residual != nullptr && !aligned16(r.residual, 0)) r.residual = s.out(r.residual, width, width, rows, true);
+  if (r.output_normed != nullptr && !aligned16(r.output_normed, 0)) {
+    r.output_normed = s.out(r.output_normed, width, width, rows, false);
+  }
+  if (q.q_row_stride != q.hidden || !aligned16(q.output_q, q.q_row_stride)) {
+    q.output_q = s.out(q.output_q, q.q_row_stride, q.hidden, rows, false);
+    q.q_row_stride = q.hidden;
+  }
+  q.vector_io = true;
+}
+
+template <typename P>
+void launch_kernels(const P& p, const Tensor& input, const Tensor& output_q, const LaunchOptions& o) {
+  const QuantParams& q = codes_of(p);
+  cudaError_t err;
+  if (is_bf16(input)) {
+    err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
+                           : dispatch_group_size<__nv_bfloat16, Int8Range>(p, q, o);
+  } else {
+    err = is_fp8(output_q) ? dispatch_group_size<__half, Fp8Range>(p, q, o) : dispatch_group_size<__half, Int8Range>(p, q, o);
+  }
+  SGLQ_CUDA_CHECK(err);
+}
+
 // Launches the variant of `p` (QuantParams: v2/DSV4; RmsNormQuantParams: the fused op) on the current
 // stream of input's device.
 template <typename P>
@@ -159,14 +268,12 @@ void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable
   const int device = input.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
   const LaunchOptions o = launch_options(device, enable_pdl);
-  cudaError_t err;
-  if (is_bf16(input)) {
-    err = is_fp8(output_q) ? dispatch_group_size<__nv_bfloat16, Fp8Range>(p, q, o)
-                           : dispatch_group_size<__nv_bfloat16, Int8Range>(p, q, o);
-  } else {
-    err = is_fp8(output_q) ? dispatch_group_size<__half, Fp8Range>(p, q, o) : dispatch_group_size<__half, Int8Range>(p, q, o);
-  }
-  SGLQ_CUDA_CHECK(err);
+  if (!needs_staging(q)) return launch_kernels(p, input, output_q, o);
+  Staging s(input, o.stream);
+  P staged = p;
+  stage(staged, s);
+  launch_kernels(staged, input, output_q, o);
+  s.finish();
 }
 
 // Per-token / per-tensor calls (docs/spec.md §8): dynamic per-tensor calls of several rows get their

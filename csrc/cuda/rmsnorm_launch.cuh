@@ -17,12 +17,6 @@ inline int auto_rmsnorm_cluster(int64_t num_rows, int num_chunks, int num_sms) {
   return num_rows * 4 <= num_sms * quarter_blocks_per_sm ? 4 : 1;
 }
 
-// A call whose rows are not all at 16-byte boundaries or whose codes' rows are strided: the kOnePass kernel's
-// element loads and stores (RmsNormKernelArgs::shape bit 24; rows of at most 16384 elements, make_rmsnorm_params).
-inline bool general_rmsnorm_layout(const RmsNormQuantParams& rp) {
-  return !rp.quant.vector_io || rp.quant.q_row_stride != rp.quant.hidden;
-}
-
 // Warps of a one-chunk block that holds a 1/cluster share of a row of num_chunks (> 32) chunks.
 inline int rmsnorm_warps_per_block(int num_chunks, int cluster) { return (num_chunks + 32 * cluster - 1) / (32 * cluster); }
 
@@ -104,13 +98,12 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
                                               false, SCALED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   const int64_t num_rows = rp.quant.num_rows();
-  const bool general = general_rmsnorm_layout(rp);  // (kOnePass)
   int team = 1, cluster = 1;
   if (CHUNKS == 2) {
     while (team * 2 < num_chunks) team *= 2;  // half the chunk count padded to a power of two (>= 32)
   } else {
     while (team < num_chunks && team < 32) team *= 2;
-    if (!SCALED && !general && num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
+    if (!SCALED && num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
       cluster = opt.rmsnorm_cluster > 0 ? opt.rmsnorm_cluster : auto_rmsnorm_cluster(num_rows, num_chunks, opt.num_sms);
     }
     // every block holds chunks, and the row's warps fit the 32 slots of the warp-sum butterfly
@@ -137,7 +130,7 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.num_rows = static_cast<int32_t>(num_rows);
   args.team = team;
   const int team_log2 = team < 32 ? log2_of_power_of_two(team) : 10;
-  args.shape = static_cast<uint32_t>(team_log2 | rows_per_block << 8 | cluster << 16) | static_cast<uint32_t>(general) << 24;
+  args.shape = static_cast<uint32_t>(team_log2 | rows_per_block << 8 | cluster << 16);
   args.output_q = rp.quant.output_q;
   args.output_s = rp.quant.output_s;
   args.output_normed = rp.output_normed;
@@ -151,13 +144,12 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   args.scale_kind = rp.quant.scale_kind;
   args.scale = rp.scale;
   args.granularity = rp.granularity;
-  args.q_row_stride = rp.quant.q_row_stride;
   if constexpr (CHUNKS == 1 && !SCALED) {
     if (cluster > 1) {
       return launch_kernel(one_chunk_kernel<T, R, GS, RmsNormSchedule::kClustered>(opt.pdl), grid, threads, 0,
                            opt, args, cluster);
     }
-    if (!general && opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
+    if (opt.rmsnorm_stages > 0 && opt.clusters && rows_per_block == 1 && team > 32) {  // clusters: SM90 code
       bool launched = false;
       const cudaError_t err = launch_rmsnorm_quant_staged<T, R, GS>(args, num_rows, threads, opt, launched);
       if (err != cudaSuccess || launched) return err;
@@ -167,7 +159,7 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
     // (occupancy of the form without PDL; the row-wait form gets the same register allocation: sm_90a 52 / 52,
     // sm_100a 53 / 50 registers, both 56 allocated)
     constexpr auto prefetching = rmsnorm_quant_kernel<T, R, GS, RmsNormSchedule::kPrefetch, false, SCALED>;
-    if (!general && opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
+    if (opt.clusters && rows_per_block == 1 && num_chunks >= 256 &&  // clusters: SM90 code, as the prefetch
         num_rows >= static_cast<int64_t>(opt.num_sms) * kRmsNormPrefetchMinRounds) {  // (resident >= SMs): no query for fewer
       int occupancy = 0;
       const cudaError_t err = resident_blocks_per_sm<prefetching>(threads, 0, opt, occupancy);
@@ -197,8 +189,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
   const int64_t num_rows = rp.quant.num_rows();
   LaunchOptions o = opt;
   // (a round holds at least num_sms rows: calls of at most 3 * num_sms rows need no occupancy query)
-  if (o.rmsnorm_stages == 0 && o.clusters && !general_rmsnorm_layout(rp) && rp.output_normed != nullptr &&
-      num_chunks >= 448 && num_chunks <= 512 &&
+  if (o.rmsnorm_stages == 0 && o.clusters && rp.output_normed != nullptr && num_chunks >= 448 && num_chunks <= 512 &&
       num_rows > 3 * static_cast<int64_t>(opt.num_sms)) {
     int occupancy = 0;  // of the one-chunk kernel that such a call would run: a block per row (team >= 32)
     const int threads = rmsnorm_warps_per_block(num_chunks, 1) * 32;
@@ -209,8 +200,8 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     if (num_rows > 3 * round && num_rows <= 5 * round) o.rmsnorm_stages = kRmsNormAutoStages;
   }
   const bool staged = o.rmsnorm_stages > 0 && o.clusters;  // (SM90 code)
-  const bool two_chunks = num_chunks > kRmsNormMaxTeam || (!staged && !general_rmsnorm_layout(rp) && num_chunks > 512 &&
-                                                           num_rows >= 8 * static_cast<int64_t>(opt.num_sms));
+  const bool two_chunks = num_chunks > kRmsNormMaxTeam ||
+                          (!staged && num_chunks > 512 && num_rows >= 8 * static_cast<int64_t>(opt.num_sms));
   return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, 2, false>(rp, o)
                     : launch_rmsnorm_quant_kernel<T, R, GS, 1, false>(rp, o);
 }
@@ -221,8 +212,8 @@ template <typename T, typename R>
 cudaError_t launch_rmsnorm_scaled_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   static_assert(kElemsPerThread == kElemsPerChunk, "a thread's chunk");
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
-  const bool two_chunks = num_chunks > kRmsNormMaxTeam || (!general_rmsnorm_layout(rp) && num_chunks > 512 &&
-                                                           rp.quant.num_rows() >= 8 * static_cast<int64_t>(opt.num_sms));
+  const bool two_chunks = num_chunks > kRmsNormMaxTeam ||
+                          (num_chunks > 512 && rp.quant.num_rows() >= 8 * static_cast<int64_t>(opt.num_sms));
   return two_chunks ? launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 2, true>(rp, opt)
                     : launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 1, true>(rp, opt);
 }

@@ -63,12 +63,10 @@ struct RmsNormKernelArgs {
   int32_t hidden;
   int32_t num_rows;
   int32_t team;    // threads of a block per row: a power of two <= 32, or blockDim.x (a multiple of 32)
-  // Four small fields in one word, so that the prologue divides nothing at run time: team_log2 (bits 0-7): log2(team) below 32, else 10, so that
+  // Three small fields in one word, so that the prologue divides nothing at run time: team_log2 (bits 0-7): log2(team) below 32, else 10, so that
   // threadIdx.x (< 1024) % and / by it are the thread's index in its team and its row in the block;
   // rows_per_block (8-15): blockDim.x / team (<= 128); cluster (16-23): blocks per row (1: none, else a
-  // thread-block cluster of that many; one chunk per thread only); general layout (bit 24: an address or row
-  // stride off 16-byte boundaries, or output_q's rows strided; kOnePass only): element loads and stores, and
-  // the codes' rows q_row_stride apart.
+  // thread-block cluster of that many; one chunk per thread only).
   uint32_t shape;
   // The second line (64 bytes): what the kernel needs after the row's reduction (and the kStaged kernel's
   // stage count, read once per block).
@@ -87,12 +85,10 @@ struct RmsNormKernelArgs {
   // holds one fp32 scale per row (kPerToken, stride s_row_stride), or `scale` is the static one.
   const float* scale;  // kPerToken: scale_ub (null: none); kPerTensorStatic: the scale
   Granularity granularity;
-  int32_t q_row_stride;  // general layout: codes between rows (else H)
 
   __host__ __device__ int team_log2() const { return static_cast<int>(shape & 0xffu); }
   __host__ __device__ int rows_per_block() const { return static_cast<int>((shape >> 8) & 0xffu); }
   __host__ __device__ int cluster() const { return static_cast<int>((shape >> 16) & 0xffu); }
-  __host__ __device__ bool general_layout() const { return (shape >> 24) & 1u; }
 };
 static_assert(offsetof(RmsNormKernelArgs, output_q) == 48 && offsetof(RmsNormKernelArgs, scale) == 112,
               "the prologue's fields fill the first constant line, the group codes' the second");
@@ -134,9 +130,9 @@ __device__ __forceinline__ float tree_of_warp_sums(const float* sums, int n) {
 
 // The weight's two vectors at a chunk's element offsets.
 template <typename T>
-__device__ __forceinline__ void load_weight(const void* weight, const int (&offset)[2], uint4 (&w)[2], bool vector) {
-  w[0] = load_input(static_cast<const T*>(weight) + offset[0], vector);
-  w[1] = load_input(static_cast<const T*>(weight) + offset[1], vector);
+__device__ __forceinline__ void load_weight(const void* weight, const int (&offset)[2], uint4 (&w)[2]) {
+  w[0] = load_input_vec(static_cast<const T*>(weight) + offset[0]);
+  w[1] = load_input_vec(static_cast<const T*>(weight) + offset[1]);
 }
 
 // How a kernel schedules its rows (rmsnorm_quant_kernel's template argument S; the launcher picks one per
@@ -189,9 +185,6 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
   const int t = rank * team + (threadIdx.x & ((1 << team_log2) - 1));  // this thread's chunk in its row
   const int lane = t % L;            // its index in its group's sub-warp (teams are multiples of L)
   const int rows_per_block = args.rows_per_block();
-  // 16-byte vectors, or element loads and stores (a general layout: kOnePass only; in the two-chunk kernel the
-  // branch spilled registers)
-  const bool vector = S != RmsNormSchedule::kOnePass || !args.general_layout();
   const int num_chunks = args.hidden / kElemsPerThread;
   const int warp = threadIdx.x / 32, warp_lane = threadIdx.x % 32;
   const int row_warps = team >= 32 ? team / 32 * cluster : 1;  // warps per row (whole warps), at most 32
@@ -265,7 +258,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     const int c = threadIdx.x;
     if (c < num_chunks) {
       const int chunk_offset[2] = {c / L * GS + c % L * 8, c / L * GS + c % L * 8 + GS / 2};
-      load_weight<T>(args.weight, chunk_offset, staged_weight, true);
+      load_weight<T>(args.weight, chunk_offset, staged_weight);
     }
   }
   int parity = 0;
@@ -306,16 +299,11 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     // ptxas spilled 16 bytes); one-chunk kernels compute it after the reduction, from the pinned row_elems.
     constexpr bool kNormedRowEarly = kChunks == 2;
     T* normed_row = kNormedRowEarly ? normed_row_at(row_elems) : nullptr;
-    // the row's codes (a general layout: q_row_stride apart, from the third constant line, read only then)
-    auto codes_row = [&] {
-      return static_cast<uint8_t*>(args.output_q) +
-             (vector ? row_elems : static_cast<int64_t>(row) * args.q_row_stride);
-    };
     auto task_of = [&](int k) {  // chunk k's group: where its codes and scale go
       const int g = (t + k * team) / L;
       Task<T> task;
       task.src = nullptr;
-      task.dst = codes_row() + g * GS;
+      task.dst = static_cast<uint8_t*>(args.output_q) + row_elems + g * GS;
       task.s_row = static_cast<int64_t>(row) * args.s_row_stride;
       task.g = g;
       return task;
@@ -347,16 +335,16 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         const T* x_src = x_row;
         const T* r_src = res_row;
         if constexpr (kStaged) x_src = stage_of(stage), r_src = x_src + args.hidden;
-        xv[0] = load_input(x_src + offset[k][0], vector);
-        xv[1] = load_input(x_src + offset[k][1], vector);
+        xv[0] = load_input_vec(x_src + offset[k][0]);
+        xv[1] = load_input_vec(x_src + offset[k][1]);
         if (res_row != nullptr) {
-          rv[0] = load_input(r_src + offset[k][0], vector);
-          rv[1] = load_input(r_src + offset[k][1], vector);
+          rv[0] = *reinterpret_cast<const uint4*>(r_src + offset[k][0]);
+          rv[1] = *reinterpret_cast<const uint4*>(r_src + offset[k][1]);
         }
         if constexpr (kStaged) {
           wv[k][0] = staged_weight[0], wv[k][1] = staged_weight[1];
         } else if (kWeightWithRow) {
-          load_weight<T>(args.weight, offset[k], wv[k], vector);
+          load_weight<T>(args.weight, offset[k], wv[k]);
         }
         if (SCALED && k == 0 && scale_ptr != nullptr) scale_value = *scale_ptr;
       }
@@ -387,8 +375,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           z[k][h * 8 + 2 * m + 1] = f.y;
         }
         if (res_row != nullptr && valid[k]) {
-          store_values(res_row + offset[k][h], make_uint4(sum_words[0], sum_words[1], sum_words[2], sum_words[3]),
-                       vector);
+          *reinterpret_cast<uint4*>(res_row + offset[k][h]) =
+              make_uint4(sum_words[0], sum_words[1], sum_words[2], sum_words[3]);
         }
       }
       a[k] = b[k] = 0.0f;  // q_u of the two vectors: fma chains from +0 (zeros for invalid chunks)
@@ -458,7 +446,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         // The weight's addresses do not depend on the row: ptxas would hoist them out of the row loop
         // and, at this kernel's 64 registers, spill them. An empty asm makes the offsets opaque per row.
         asm volatile("" : "+r"(offset[k][0]), "+r"(offset[k][1]));
-        load_weight<T>(args.weight, offset[k], wv[k], vector);
+        load_weight<T>(args.weight, offset[k], wv[k]);
       }
       uint32_t n[8];
 #pragma unroll
@@ -471,7 +459,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           n[h * 4 + m] = Pack2<T>::from_float2(make_float2(ieee_mul(ieee_mul(zx, inv), w.x), ieee_mul(ieee_mul(zy, inv), w.y)));
         }
         if (normed_row != nullptr && valid[k]) {
-          store_values(normed_row + offset[k][h], make_uint4(n[h * 4], n[h * 4 + 1], n[h * 4 + 2], n[h * 4 + 3]), vector);
+          *reinterpret_cast<uint4*>(normed_row + offset[k][h]) = make_uint4(n[h * 4], n[h * 4 + 1], n[h * 4 + 2], n[h * 4 + 3]);
         }
       }
       if constexpr (SCALED) {
@@ -479,9 +467,9 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         for (int j = 0; j < 8; ++j) kept[k][j] = n[j];
         if (valid[k]) amax = max(amax, abs_max_bits<T, 8>(n));
       } else if constexpr (kStoresEarly) {
-        quantize_words<T, R, GS, ScaleStore::kEither, 8, true>(args, task_of(k), lane, valid[k], n, s_offset, vector);
+        quantize_words<T, R, GS, ScaleStore::kEither, 8, true>(args, task_of(k), lane, valid[k], n, s_offset);
       } else {
-        quantize_words<T, R, GS, ScaleStore::kEither>(args, task_of(k), lane, valid[k], n, 0, vector);
+        quantize_words<T, R, GS, ScaleStore::kEither>(args, task_of(k), lane, valid[k], n);
       }
     }
     if constexpr (SCALED) {
@@ -508,13 +496,13 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
       }
       y = ieee_div(1.0f, s);
       constexpr uint32_t nan_word = R::kIsFp8 ? 0x7f7f7f7fu : 0u;  // fp8 NaN codes; int8 has none: 0
-      uint8_t* const codes = codes_row();
+      uint8_t* const codes = static_cast<uint8_t*>(args.output_q) + row_elems;
 #pragma unroll
       for (int k = 0; k < kChunks; ++k) {
         if (!valid[k]) continue;
         const CodeWords<4> c = finite ? encode_words<T, R, 8, true>(kept[k], y) : CodeWords<4>::filled(nan_word);
-        store_codes(codes + offset[k][0], c.v[0], c.v[1], vector);
-        store_codes(codes + offset[k][1], c.v[2], c.v[3], vector);
+        *reinterpret_cast<uint2*>(codes + offset[k][0]) = make_uint2(c.v[0], c.v[1]);
+        *reinterpret_cast<uint2*>(codes + offset[k][1]) = make_uint2(c.v[2], c.v[3]);
       }
     }
   }

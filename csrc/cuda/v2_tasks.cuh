@@ -40,7 +40,7 @@ template <typename T, int GS>
 __device__ __forceinline__ Task<T> locate_task(const QuantParams& p, int outer, int row, int g) {
   Task<T> t;
   t.src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride + g * GS;
-  t.dst = static_cast<uint8_t*>(p.output_q) + (outer * p.rows_per_outer + row) * p.q_row_stride + g * GS;
+  t.dst = static_cast<uint8_t*>(p.output_q) + (outer * p.rows_per_outer + row) * p.hidden + g * GS;
   t.s_row = outer * p.s_outer_stride + row * p.s_row_stride;
   t.g = g;
   return t;
@@ -84,7 +84,7 @@ __device__ __forceinline__ Task<T> locate_dense_task_split(const KernelArgs& arg
   const int row = rg.row_index - outer * static_cast<int>(p.rows_per_outer);
   Task<T> t;  // locate_task's addresses; the codes' row is row_index itself
   t.src = static_cast<const T*>(p.input) + outer * p.in_outer_stride + row * p.in_row_stride + rg.g * GS;
-  t.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(rg.row_index) * p.q_row_stride + rg.g * GS;
+  t.dst = static_cast<uint8_t*>(p.output_q) + static_cast<int64_t>(rg.row_index) * p.hidden + rg.g * GS;
   t.s_row = outer * p.s_outer_stride + row * p.s_row_stride;
   t.g = rg.g;
   return t;
@@ -244,18 +244,17 @@ struct TaskInput {
   uint4 v[SILU ? 4 : 2];
 };
 
-// hidden: H, the offset of the up half with fused SiLU. vector: QuantParams::vector_io.
+// hidden: H, the offset of the up half with fused SiLU.
 template <typename T, int GS, bool SILU>
-__device__ __forceinline__ TaskInput<SILU> load_task_input(int hidden, const Task<T>& t, int lane, bool valid,
-                                                           bool vector = true) {
+__device__ __forceinline__ TaskInput<SILU> load_task_input(int hidden, const Task<T>& t, int lane, bool valid) {
   TaskInput<SILU> in = {};
   if (!valid) return in;
   const int chunk0 = lane * 8, chunk1 = GS / 2 + lane * 8;
-  in.v[0] = load_input(t.src + chunk0, vector);
-  in.v[1] = load_input(t.src + chunk1, vector);
+  in.v[0] = load_input_vec(t.src + chunk0);
+  in.v[1] = load_input_vec(t.src + chunk1);
   if constexpr (SILU) {
-    in.v[2] = load_input(t.src + hidden + chunk0, vector);
-    in.v[3] = load_input(t.src + hidden + chunk1, vector);
+    in.v[2] = load_input_vec(t.src + hidden + chunk0);
+    in.v[3] = load_input_vec(t.src + hidden + chunk1);
   }
   return in;
 }
@@ -263,10 +262,9 @@ __device__ __forceinline__ TaskInput<SILU> load_task_input(int hidden, const Tas
 // Quantizes one task from this thread's input words: the activation (the input, or with fused SiLU
 // T(T(silu(gate)) * up) per pair), then quantize_words. kComputeAlways: the input was loaded whatever
 // `valid` (from an address in range), so the SiLU needs no branch either; only the stores wait for it.
-// vector: QuantParams::vector_io.
 template <typename T, typename R, int GS, ScaleStore SS, bool SILU, bool kComputeAlways = false>
 __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid,
-                                              const TaskInput<SILU>& in, bool vector = true) {
+                                              const TaskInput<SILU>& in) {
   uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (valid || kComputeAlways) {
     const uint4 a = in.v[0], b = in.v[1];
@@ -280,14 +278,12 @@ __device__ __forceinline__ void quantize_task(const QuantParams& p, const Task<T
       w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
     }
   }
-  quantize_words<T, R, GS, SS>(p, t, lane, valid, w, 0, vector);
+  quantize_words<T, R, GS, SS>(p, t, lane, valid, w);
 }
 
 template <typename T, typename R, int GS, ScaleStore SS, bool SILU>
-__device__ __forceinline__ void load_and_quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid,
-                                                       bool vector = true) {
-  quantize_task<T, R, GS, SS, SILU>(p, t, lane, valid, load_task_input<T, GS, SILU>(p.hidden, t, lane, valid, vector),
-                                    vector);
+__device__ __forceinline__ void load_and_quantize_task(const QuantParams& p, const Task<T>& t, int lane, bool valid) {
+  quantize_task<T, R, GS, SS, SILU>(p, t, lane, valid, load_task_input<T, GS, SILU>(p.hidden, t, lane, valid));
 }
 
 }  // namespace sgl_quant
