@@ -61,7 +61,7 @@ def test_v2_any_layout(device, kind, layout, gs):
             in_off, q_off, q_pad = placement
             outside.view(-1, outside.shape[-1])[:, q_off:q_off + q.shape[-1]] = False
             assert bool((bits(q_buf)[outside] == POISON).all()), what + ": codes written outside output_q"
-            if device == "cuda":  # the CPU implementation's bytes
+            if device == "cuda" and layout == "col_ue8m0":  # the CPU's bytes (fp32 scales: spec §1.1's bound)
                 q_cpu, _, s_cpu = run_v2_placed(x.cpu(), gs, codes, layout, silu,
                                                 None if masked_m is None else masked_m.cpu(), placement, "cpu")
                 assert_same_bytes([q, s_buf], [q_cpu, s_cpu], what + " (CPU)", ["codes", "scale buffer"])
@@ -121,7 +121,7 @@ def test_rmsnorm_any_layout(device, op, m, h):
         outside = torch.ones_like(q_buf, dtype=torch.bool)
         outside[:, q_off:q_off + h] = False
         assert bool((bits(q_buf)[outside] == POISON).all()), what + ": codes written outside output_q"
-        if device == "cuda":
+        if device == "cuda" and op != "group":  # the CPU's bytes (exact per token / per tensor, spec §8.1)
             got_cpu, _ = run_rmsnorm_placed(op, x.cpu(), w.cpu(), r.cpu(), codes, offset, q_off, q_pad, "cpu")
             assert_same_bytes(got, got_cpu, what + " (CPU)", names)
 
