@@ -40,7 +40,7 @@ bool is_16bit_float(const Tensor& t) {
 }
 
 // Whether t's rows (its last dimension) all start at 16-byte boundaries: its address and every other stride.
-// The CUDA kernels then move them in 16-byte vectors, else element by element (QuantParams::vector_io).
+// The CUDA kernels need them there; the launcher stages the tensors of a call that are not (QuantParams::vector_io).
 bool rows_aligned(const Tensor& t) {
   if (!is_aligned(t, kVectorBytes)) return false;
   for (int64_t d = 0; d + 1 < t.dim(); ++d) {
@@ -374,6 +374,7 @@ QuantParams make_packed_params(const Tensor& input, const Tensor& output_q, cons
   SGLQ_CHECK(output_s.defined() && output_s.scalar_type() == ScalarType::Int, op,
              ": output_s must be int32 (packed UE8M0 scales)", output_s.defined() ? ", got " : "",
              output_s.defined() ? torch::headeronly::toString(output_s.scalar_type()) : "");
+  SGLQ_CHECK(group_size == 128, op, ": group_size must be 128 (as in vLLM's packed op), got ", group_size);
   QuantParams p =
       v2_params(op, input, output_q, output_s, group_size, eps, min_8bit, max_8bit, true, false, std::nullopt);
   const int64_t rows = input.size(0), padded_rows = (rows + 3) / 4 * 4;

@@ -63,7 +63,8 @@ struct QuantParams {
   bool vector_io = true;
   int32_t q_row_stride = 0;  // codes between rows (>= H; the CUDA kernels take H, other strides are staged)
   // Packed UE8M0 scales of a 2-D call (vLLM's packed op, docs/spec.md §3.4): the scale words of rows M ..
-  // M + s_pad_rows - 1 in every column but the last (the buffer's TMA padding) are written with 0.
+  // M + s_pad_rows - 1 = s_group_stride - 1 in every column but the last (the buffer's TMA padding) are written
+  // with 0.
   int32_t s_pad_rows = 0;
 
   SGLQ_HD int64_t num_rows() const { return num_outer * rows_per_outer; }

@@ -157,7 +157,8 @@ def per_token_group_quant_8bit_packed(
     max_8bit: Optional[float] = None,
     enable_pdl: Optional[bool] = None,
 ) -> None:
-    """v2 with packed UE8M0 scales for DeepGEMM on SM100, with vLLM's contract for the whole scale buffer.
+    """v2 with packed UE8M0 scales for DeepGEMM on SM100 (group size 128), with vLLM's contract for the whole
+    scale buffer.
 
     ``input`` ``[M, K]``, ``output_q`` ``[M, H]`` as in ``per_token_group_quant_8bit_v2``; ``output_s`` int32
     ``[M, ceil(G/4)]`` with strides ``(1, ceil4(M))`` (``create_scale_tensor(..., True, True, True)``). Besides the

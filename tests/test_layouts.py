@@ -139,7 +139,7 @@ def packed_call(x, gs, device, fill):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("m", [1, 2, 5, 8, 13, 64, 130])
-@pytest.mark.parametrize("gs,h", [(128, 7168), (128, 512), (64, 320), (16, 48)])
+@pytest.mark.parametrize("gs,h", [(128, 7168), (128, 512), (128, 384), (128, 1280)])
 def test_packed_padding_rows(device, m, gs, h):
     torch.manual_seed(m)
     x = (torch.randn(m, h) * 4).bfloat16().to(device)
@@ -187,6 +187,8 @@ def test_packed_errors():
     with pytest.raises(RuntimeError, match=r"per_token_group_quant_8bit_packed: output_s must have strides "
                                            r"\(1, ceil4\(M\)\) = \(1, 8\)"):
         op(x, q, torch.empty(2, 6, dtype=torch.int32).t(), 128)
+    with pytest.raises(RuntimeError, match=r"group_size must be 128 \(as in vLLM's packed op\), got 64"):
+        op(x, q, torch.empty(4, 6, dtype=torch.int32).t(), 64)
     with pytest.raises(RuntimeError, match=r"output_s must be int32 \(packed UE8M0 scales\), got Float"):
         op(x, q, torch.empty(6, 8), 128)
     with pytest.raises(RuntimeError, match=r"input must be 2-D \[M, H\], got shape \[2, 3, 1024\]"):

@@ -263,11 +263,18 @@ enum class ScaleStore : int {
   kFloat,   // fp32 scales, rounded to powers of two where scale_kind is kFloatUE8M0
   kPacked,  // packed UE8M0 words
   kEither,  // either, by scale_kind
+  // packed UE8M0 words and 0 in the words of the padding rows M .. ceil4(M)-1 (vLLM's packed op, 2-D, group
+  // size 128: a store of its own, so that the v2 kernels carry none of it; as a run-time test in the packed
+  // epilogue it slowed v2's packed calls, H100 M=64 H=7168 with PDL 12-23%)
+  kPackedPadded,
 };
+
+template <ScaleStore SS>
+constexpr bool kPackedStore = SS == ScaleStore::kPacked || SS == ScaleStore::kPackedPadded;
 
 template <ScaleStore SS, typename Params>
 __device__ __forceinline__ bool packed_scales(const Params& p) {
-  return SS == ScaleStore::kPacked || (SS == ScaleStore::kEither && p.scale_kind == ScaleKind::kPackedUE8M0);
+  return kPackedStore<SS> || (SS == ScaleStore::kEither && p.scale_kind == ScaleKind::kPackedUE8M0);
 }
 
 // Where a task's scale goes in output_s, in bytes: its group's float, or with packed UE8M0 scales the
@@ -285,8 +292,8 @@ __device__ __forceinline__ int64_t scale_byte_offset(const Params& p, const Task
 // (shuffles); threads of an invalid task only take part in them. fp32 scales are rounded to powers of two
 // where p.scale_kind says so: one kernel for both, the difference a uniform branch after the group's amax.
 // Params: QuantParams, or any arguments with its fields output_s, s_group_stride, groups_per_row, eps and
-// scale_kind (and, dense packed, rows_per_outer and s_pad_rows). s_offset: scale_byte_offset<SS>(p, t) where
-// the caller has computed it (kScaleOffsetGiven).
+// scale_kind (kPackedPadded: rows_per_outer). s_offset: scale_byte_offset<SS>(p, t) where the caller has
+// computed it (kScaleOffsetGiven).
 template <typename T, typename R, int GS, ScaleStore SS, int kWords = 8, bool kScaleOffsetGiven = false,
           typename Params>
 __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t, int lane, bool valid,
@@ -311,8 +318,8 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
   float s = amax * R::kInvMax;
   float y = R::kMax / amax;
   int e = 0;
-  if constexpr (SS != ScaleStore::kPacked) asm volatile("" : "+f"(y));
-  if (SS == ScaleStore::kPacked || p.scale_kind != ScaleKind::kFloat) {
+  if constexpr (!kPackedStore<SS>) asm volatile("" : "+f"(y));
+  if (kPackedStore<SS> || p.scale_kind != ScaleKind::kFloat) {
     e = ceil_log2_from_bits(s);
     s = pow2_from_bits(e);
     y = pow2_from_bits(-e);
@@ -338,17 +345,15 @@ __device__ __forceinline__ void quantize_words(const Params& p, const Task<T>& t
       if (t.g == p.groups_per_row - 1) {
         for (int k = (t.g & 3) + 1; k < 4; ++k) slot[k] = 0;  // pad bytes of the last word
       }
-      if constexpr (SS == ScaleStore::kPacked) {
-        // vLLM's packed op: the last row's first group of a word zeroes the words of the padding rows below it
-        // (column-major: the next words), except in the last column, whose padding lies past the buffer
-        // (s_pad_rows is read only there: as the first test, its constant load sat at every group's end, H100
-        // M=64 H=7168 with PDL 12% slower)
+      if constexpr (SS == ScaleStore::kPackedPadded) {
+        // the last row's first group of a word zeroes the words below it (column-major: the next ones) up to
+        // the column's stride ceil4(M), except in the last column, whose padding lies past vLLM's buffer
         if ((t.g & 3) == 0 && t.s_row == p.rows_per_outer - 1 && (t.g >> 2) < ((p.groups_per_row - 1) >> 2)) {
-          const int pad_rows = p.s_pad_rows;  // ceil4(M) - M <= 3
+          const int64_t pad_rows = p.s_group_stride - p.rows_per_outer;  // <= 3 (make_packed_params)
           int32_t* const below = reinterpret_cast<int32_t*>(slot) + 1;
-          if (pad_rows > 0) below[0] = 0;
-          if (pad_rows > 1) below[1] = 0;
-          if (pad_rows > 2) below[2] = 0;
+          for (int k = 0; k < 3; ++k) {
+            if (k < pad_rows) below[k] = 0;
+          }
         }
       }
     } else {

@@ -282,21 +282,18 @@ struct SmallCallArgs {
   void* output_q;
   void* output_s;
   uint32_t row_multiplier;  // task -> row: FastDivmod(groups per row), its shift in `shape`
-  // groups per row (bits 0-19), s_pad_rows (20-21), rows (22-25), the division's shift (26-30), fp32 scales
-  // rounded (31)
+  // groups per row (bits 0-21), rows (22-25), the division's shift (26-30), fp32 scales rounded (31)
   uint32_t shape;
   int32_t in_row_stride, s_row_stride, s_group_stride;
   float eps;
 
-  static constexpr int kGroupBits = 20, kPadBits = 2, kRowBits = 4, kShiftBits = 5;
-  static constexpr int kRowShift = kGroupBits + kPadBits;
+  static constexpr int kGroupBits = 22, kRowBits = 4, kShiftBits = 5;
   __device__ __forceinline__ int groups() const { return static_cast<int>(shape & ((1u << kGroupBits) - 1)); }
-  __device__ __forceinline__ int pad_rows() const {
-    return static_cast<int>((shape >> kGroupBits) & ((1u << kPadBits) - 1));
+  __device__ __forceinline__ int rows() const {
+    return static_cast<int>((shape >> kGroupBits) & ((1u << kRowBits) - 1));
   }
-  __device__ __forceinline__ int rows() const { return static_cast<int>((shape >> kRowShift) & ((1u << kRowBits) - 1)); }
   __device__ __forceinline__ int row_of(uint32_t task) const {
-    const uint32_t shift = (shape >> (kRowShift + kRowBits)) & ((1u << kShiftBits) - 1);
+    const uint32_t shift = (shape >> (kGroupBits + kRowBits)) & ((1u << kShiftBits) - 1);
     return static_cast<int>((__umulhi(task, row_multiplier) + task) >> shift);
   }
   __device__ __forceinline__ ScaleKind scale_kind() const {
@@ -309,15 +306,14 @@ constexpr int64_t kSmallCallMaxRows = 8;
 // A compile-time block size: the kernel then never reads blockDim (the driver's constant line 0x0).
 constexpr int kSmallCallThreads = 128;
 
-// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides in 32 bits, rows, groups
-// per row and padding rows within SmallCallArgs::shape's fields.
+// Whether p (folded) is a small call: dense, no fused SiLU, one row index, strides in 32 bits, rows and
+// groups per row within SmallCallArgs::shape's fields.
 inline bool small_call_fits(const QuantParams& p) {
   constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
   static_assert(kSmallCallMaxRows < (1 << SmallCallArgs::kRowBits), "rows fit in SmallCallArgs::shape");
   auto fits = [](int64_t v) { return v >= 0 && v <= kMax32; };
   return p.masked_m == nullptr && !p.fuse_silu_and_mul && p.num_outer == 1 && p.rows_per_outer <= kSmallCallMaxRows &&
-         p.s_pad_rows < (1 << SmallCallArgs::kPadBits) && p.groups_per_row < (1 << SmallCallArgs::kGroupBits) &&
-         fits(p.in_row_stride) && fits(p.s_row_stride) &&
+         p.groups_per_row < (1 << SmallCallArgs::kGroupBits) && fits(p.in_row_stride) && fits(p.s_row_stride) &&
          fits(p.s_group_stride);
 }
 
@@ -328,9 +324,8 @@ inline SmallCallArgs small_call_args(const QuantParams& p) {
   a.output_q = p.output_q;
   a.output_s = p.output_s;
   a.row_multiplier = groups_per_row.multiplier;
-  a.shape = static_cast<uint32_t>(p.groups_per_row) | static_cast<uint32_t>(p.s_pad_rows) << SmallCallArgs::kGroupBits |
-            static_cast<uint32_t>(p.rows_per_outer) << SmallCallArgs::kRowShift |
-            groups_per_row.shift << (SmallCallArgs::kRowShift + SmallCallArgs::kRowBits) |
+  a.shape = static_cast<uint32_t>(p.groups_per_row) | static_cast<uint32_t>(p.rows_per_outer) << SmallCallArgs::kGroupBits |
+            groups_per_row.shift << (SmallCallArgs::kGroupBits + SmallCallArgs::kRowBits) |
             static_cast<uint32_t>(p.scale_kind == ScaleKind::kFloatUE8M0) << 31;
   a.in_row_stride = static_cast<int32_t>(p.in_row_stride);
   a.s_row_stride = static_cast<int32_t>(p.s_row_stride);
@@ -354,10 +349,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 4) small_call_quant_kernel(c
   p.groups_per_row = groups;
   p.eps = a.eps;
   p.scale_kind = a.scale_kind();
-  if constexpr (SS == ScaleStore::kPacked) {  // (the padding rows of vLLM's packed op)
-    p.rows_per_outer = a.rows();
-    p.s_pad_rows = a.pad_rows();
-  }
+  if constexpr (SS == ScaleStore::kPackedPadded) p.rows_per_outer = a.rows();
   Task<T> t;
   t.src = static_cast<const T*>(a.input) + static_cast<int64_t>(row) * a.in_row_stride + g * GS + lane * 8;
   t.dst = static_cast<uint8_t*>(a.output_q) + static_cast<int64_t>(row) * (groups * GS) + g * GS;
@@ -493,6 +485,13 @@ cudaError_t launch_per_token_group_quant(const QuantParams& p, const LaunchOptio
 #define SGLQ_FOR_EACH_VARIANT(GS, X)                                                                 \
   SGLQ_V2_VARIANTS_OF(__nv_bfloat16, Fp8Range, GS, X) SGLQ_V2_VARIANTS_OF(__nv_bfloat16, Int8Range, GS, X) \
   SGLQ_V2_VARIANTS_OF(__half, Fp8Range, GS, X) SGLQ_V2_VARIANTS_OF(__half, Int8Range, GS, X)
+
+// vLLM's packed op (2-D, group size 128, no SiLU): {bf16, fp16} x {fp8, int8}.
+#define SGLQ_FOR_EACH_PACKED_PADDED_VARIANT(X)                                                              \
+  X(__nv_bfloat16, Fp8Range, 128, ScaleStore::kPackedPadded, false, false)                                  \
+  X(__nv_bfloat16, Int8Range, 128, ScaleStore::kPackedPadded, false, false)                                 \
+  X(__half, Fp8Range, 128, ScaleStore::kPackedPadded, false, false)                                         \
+  X(__half, Int8Range, 128, ScaleStore::kPackedPadded, false, false)
 
 #define SGLQ_LAUNCHER_SIGNATURE(T, R, GS, SS, SILU, MASKED) \
   cudaError_t launch_per_token_group_quant<T, R, GS, SS, SILU, MASKED>(const QuantParams&, const LaunchOptions&);

@@ -28,6 +28,7 @@ SGLQ_DECLARE_LAUNCHERS(64)
 SGLQ_DECLARE_LAUNCHERS(128)
 SGLQ_DECLARE_LAUNCHERS(256)
 SGLQ_FOR_EACH_RMSNORM_SCALED_VARIANT(SGLQ_DECLARE_RMSNORM_SCALED_LAUNCHER)
+SGLQ_FOR_EACH_PACKED_PADDED_VARIANT(SGLQ_DECLARE_LAUNCHER)
 
 // csrc/cuda/scaled_quant.cu
 cudaError_t scaled_quant_workspace(const ScaledQuantParams& p, bool bf16, const LaunchOptions& opt, int& entries);
@@ -102,6 +103,9 @@ cudaError_t launch_v2(const QuantParams& p, const LaunchOptions& o) {
 // schedule itself.
 template <typename T, typename R, int GS>
 cudaError_t launch_variant(const QuantParams& p, const LaunchOptions& o) {
+  if constexpr (GS == 128) {  // vLLM's packed op with padding rows to write (make_packed_params: group size 128)
+    if (p.s_pad_rows > 0) return launch_per_token_group_quant<T, R, 128, ScaleStore::kPackedPadded, false, false>(p, o);
+  }
   if (p.masked_m != nullptr) return launch_v2<T, R, GS, ScaleStore::kEither, true>(p, o);
   return p.scale_kind == ScaleKind::kPackedUE8M0 ? launch_v2<T, R, GS, ScaleStore::kPacked, false>(p, o)
                                                  : launch_v2<T, R, GS, ScaleStore::kFloat, false>(p, o);

@@ -13,7 +13,7 @@ constexpr int kWarpScanMaxExperts = 32;  // masked layouts with more experts use
 // groups, the groups whose exponents share a 32-bit scale word, so that, rows first, a warp writes whole
 // words and a block adjacent ones (log2 of the groups per column: 2; every other launch: 0).
 template <ScaleStore SS, bool SILU, bool MASKED>
-constexpr int kTaskColumnLog2 = !MASKED && !SILU && SS == ScaleStore::kPacked ? 2 : 0;
+constexpr int kTaskColumnLog2 = !MASKED && !SILU && kPackedStore<SS> ? 2 : 0;
 
 // What one launch needs besides the problem: divisors for the task -> (row, group) mapping.
 struct KernelArgs {

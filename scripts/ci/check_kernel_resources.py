@@ -40,9 +40,10 @@ MAX_SCALED_REGISTERS = 64  # per-token / per-tensor: __launch_bounds__(1024)
 # two PDL forms, two chunks); per-token / per-tensor quantization, {bf16, fp16} x {fp8, int8} x {plain, SiLU},
 # and its amax kernel ({bf16, fp16} x {plain, SiLU}).
 GROUP_SIZES = 5  # 16, 32, 64, 128, 256: one instantiation file per family and group size
+# (+ 4 of each dense plain form for vLLM's packed op: group size 128, ScaleStore::kPackedPadded)
 KERNELS_PER_ARCH = {
-    "per_token_group_quant_kernel": 24 * GROUP_SIZES, "dense_no_pdl_kernel": 16 * GROUP_SIZES,
-    "masked_no_pdl_kernel": 8 * GROUP_SIZES, "small_call_quant_kernel": 8 * GROUP_SIZES,
+    "per_token_group_quant_kernel": 24 * GROUP_SIZES + 4, "dense_no_pdl_kernel": 16 * GROUP_SIZES + 4,
+    "masked_no_pdl_kernel": 8 * GROUP_SIZES, "small_call_quant_kernel": 8 * GROUP_SIZES + 4,
     "rmsnorm_quant_kernel": 32 * GROUP_SIZES + 20, "scaled_quant_kernel": 8, "tensor_amax_kernel": 4,
 }
 MAX_KERNELS_PER_ARCH = 500  # the budget (docs/design.md)
