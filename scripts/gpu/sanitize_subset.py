@@ -5,8 +5,9 @@ the fused RMSNorm op with small (several rows per warp), one-warp, many-warp, cl
 shared memory) and two-chunk teams, with and without residual and normed output, a long call (the
 prefetching kernel) and the staged kernel (rows copied into shared memory by the bulk-copy engine;
 blocks looping over rows with 1 and 2 stages); per-token (symmetric, asymmetric) and per-tensor (static,
-dynamic: the two kernels and their workspace) quantization of aligned, unaligned, short and long rows. Exits non-zero if any result differs from the CPU op
-(on the paths where the two are exact).
+dynamic: the two kernels and their workspace) quantization of aligned, unaligned, short and long rows; staged
+calls (rows off 16-byte boundaries, padded codes) and vLLM's packed op. Exits non-zero if any result differs
+from the CPU op (on the paths where the two are exact).
 
 `--cpu` makes every call on the CPU instead (CI, tests/test_cpu_ops.py): the comparisons are then trivial,
 but every call of the subset is checked to be a valid API call before device time is spent on it (an
@@ -107,6 +108,29 @@ def main(argv=None):
             if device_outs is not None:
                 failures += not all(same(a, b) for got, want in zip(device_outs, outs) for a, b in zip(got, want))
             device_outs = outs
+        launches += 4
+    # rows off 16-byte boundaries and padded code rows (staged through aligned copies), and vLLM's packed op
+    # (its own kernels, which write the scale buffer's padding rows): the CPU's bytes on these UE8M0 paths
+    for rows in (5, 130):
+        x = make_input((rows, 1024 + 1), torch.bfloat16, seed=rows, device=device)[:, 1:]  # made there, then offset
+        xm = make_input((3, rows, 2 * 512 + 1), torch.bfloat16, seed=rows, device=device)[..., 1:]
+        words = 4 * ((rows + 3) // 4) + rows  # the packed scale buffer, padding rows included
+        outs = []
+        for dev in (device, "cpu"):
+            xd, xmd = (x, xm) if dev == device else (x.cpu(), xm.cpu())
+            q = torch.empty(rows, 1024 + 32, dtype=torch.float8_e4m3fn, device=dev)[:, 3:1027]
+            s = sgl_quant.create_scale_tensor((rows, 1024), 128, dev, True, True, True)
+            sgl_quant.per_token_group_quant_8bit_v2(xd, q, s, 128, scale_ue8m0=True)
+            sp = sgl_quant.create_scale_tensor((rows, 1024), 128, dev, True, True, True)
+            sp.as_strided((words,), (1,)).fill_(-1)
+            qp = torch.empty(rows, 1024, dtype=torch.float8_e4m3fn, device=dev)
+            sgl_quant.per_token_group_quant_8bit_packed(xd.contiguous(), qp, sp, 128)
+            outs.append([q, s, qp, sp.as_strided((words,), (1,)),
+                         *sgl_quant.per_token_group_quant_fp8(xmd, 128, True, True, True, fuse_silu_and_mul=True,
+                                                              masked_m=torch.full((3,), rows, dtype=torch.int32,
+                                                                                  device=dev)),  # all rows written
+                         *sgl_quant.rmsnorm_per_token_group_quant_fp8(xd, xd[0], 128, scale_ue8m0=True)])
+        failures += not all(same(a, b) for a, b in zip(*outs)) if device != "cpu" else 0
         launches += 4
     base = make_input((9, 6, 512), torch.float16, seed=3, device=device)
     sgl_quant.per_token_group_quant_fp8_dsv4(base[:, 1:, :])
