@@ -17,12 +17,6 @@ void append(std::string& s, const torch::stable::Device& v) {
 
 namespace {
 
-constexpr int64_t kVectorBytes = 16;  // the kernels move data in 16-byte vectors
-
-bool is_aligned(const Tensor& t, int64_t bytes) {
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(bytes) == 0;
-}
-
 // Element by element: HeaderOnlyArrayRef's operator== is newer than torch 2.11's headers, and the source
 // build must work against every torch the wheel supports (the device machine builds against 2.11).
 bool same_sizes(const Tensor& t, const std::vector<int64_t>& shape) {
@@ -37,16 +31,6 @@ void check_same_device(const char* op, const Tensor& input, const Tensor& t, con
 
 bool is_16bit_float(const Tensor& t) {
   return t.scalar_type() == ScalarType::BFloat16 || t.scalar_type() == ScalarType::Half;
-}
-
-// Whether t's rows (its last dimension) all start at 16-byte boundaries: its address and every other stride.
-// The CUDA kernels need them there; the launcher stages the tensors of a call that are not (QuantParams::vector_io).
-bool rows_aligned(const Tensor& t) {
-  if (!is_aligned(t, kVectorBytes)) return false;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) {
-    if (t.size(d) > 1 && t.stride(d) * static_cast<int64_t>(t.element_size()) % kVectorBytes != 0) return false;
-  }
-  return true;
 }
 
 // input: bf16/fp16, last dim contiguous, other strides non-negative, any (2-byte-aligned) address.
@@ -351,7 +335,6 @@ QuantParams v2_params(const char* op, const Tensor& input, const Tensor& output_
   p.eps = static_cast<float>(eps);
   p.scale_kind = scale_kind;
   p.fuse_silu_and_mul = fuse_silu_and_mul;
-  p.vector_io = rows_aligned(input) && rows_aligned(output_q);
   p.q_row_stride = static_cast<int32_t>(q_row_stride);
   check_group_count(op, p);
   return p;
@@ -431,7 +414,6 @@ QuantParams make_dsv4_params(const Tensor& input, const Tensor& output_q, const 
   p.eps = 1e-10f;
   p.scale_kind = ScaleKind::kFloatUE8M0;
   p.fuse_silu_and_mul = false;
-  p.vector_io = rows_aligned(input) && rows_aligned(output_q);
   p.q_row_stride = static_cast<int32_t>(D);
   check_group_count(op, p);
   return p;
@@ -485,9 +467,6 @@ RmsNormQuantParams rmsnorm_common(const char* op, const Tensor& input, const Ten
   p.in_row_stride = input.stride(0);
   p.hidden = static_cast<int32_t>(H);
   p.q_row_stride = static_cast<int32_t>(q_row_stride);
-  auto aligned = [](const std::optional<Tensor>& t) { return !t.has_value() || !t->defined() || rows_aligned(*t); };
-  p.vector_io = rows_aligned(input) && rows_aligned(weight) && aligned(residual) && aligned(output_normed) &&
-                rows_aligned(output_q);
   r.weight = weight.data_ptr();
   r.residual = has_residual ? residual->data_ptr() : nullptr;
   r.output_normed = has_normed ? output_normed->data_ptr() : nullptr;

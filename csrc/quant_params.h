@@ -58,9 +58,6 @@ struct QuantParams {
   float eps = 1e-10f;
   ScaleKind scale_kind = ScaleKind::kFloat;
   bool fuse_silu_and_mul = false;
-  // Every row of every tensor starts at a 16-byte boundary (the addresses and row strides), as the CUDA kernels
-  // need; false: the CUDA launcher runs the call on aligned copies of the tensors that are off (Staging).
-  bool vector_io = true;
   int32_t q_row_stride = 0;  // codes between rows (>= H; the CUDA kernels take H, other strides are staged)
   // Packed UE8M0 scales of a 2-D call (vLLM's packed op, docs/spec.md §3.4): the scale words of rows M ..
   // M + s_pad_rows - 1 = s_group_stride - 1 in every column but the last (the buffer's TMA padding) are written

@@ -51,14 +51,14 @@ def test_v2_any_layout(device, kind, layout, gs):
     x = (torch.randn(shape) * 3).bfloat16().to(device)
     masked_m = torch.tensor([37, 0, 20], dtype=torch.int32, device=device) if kind == "masked" else None
     for codes in (FP8, torch.int8):
-        want_q, want_q_buf, want_s = run_v2_placed(x, gs, codes, layout, silu, masked_m, (0, 0, 0), device)
+        want_q, _, want_s = run_v2_placed(x, gs, codes, layout, silu, masked_m, (0, 0, 0), device)
         for placement in PLACEMENTS:
             q, q_buf, s_buf = run_v2_placed(x, gs, codes, layout, silu, masked_m, placement, device)
             what = f"{kind} {layout} gs={gs} {codes} placement={placement}"
             assert_same_bytes([q, s_buf], [want_q, want_s], what, ["codes", "scale buffer"])
             # the codes' buffer outside the view: untouched (rows past the valid ones as in the aligned call)
             outside = torch.ones_like(q_buf, dtype=torch.bool)
-            in_off, q_off, q_pad = placement
+            _, q_off, q_pad = placement
             outside.view(-1, outside.shape[-1])[:, q_off:q_off + q.shape[-1]] = False
             assert bool((bits(q_buf)[outside] == POISON).all()), what + ": codes written outside output_q"
             if device == "cuda" and layout == "col_ue8m0":  # the CPU's bytes (fp32 scales: spec §1.1's bound)
@@ -80,7 +80,7 @@ def test_dsv4_unaligned_input(device):
     assert_same_bytes(outs[1], outs[0], "dsv4 unaligned input", ["codes", "scales"])
 
 
-def run_rmsnorm_placed(op, x, w, r, codes, offset, q_off, q_pad, device, **kw):
+def run_rmsnorm_placed(op, x, w, r, codes, offset, q_off, q_pad, device):
     """One fused call with every tensor `offset` elements off its buffer's start (codes q_off, rows q_pad
     longer); returns the outputs and the codes' buffer."""
     m, h = x.shape

@@ -203,50 +203,50 @@ class Staging {
   std::vector<Back> back_;
 };
 
+// Whether `ptr` and `stride_bytes` are multiples of 16 bytes (strides of one-element dimensions: pass 0).
 bool aligned16(const void* ptr, int64_t stride_bytes) {
   return (reinterpret_cast<uintptr_t>(ptr) | static_cast<uintptr_t>(stride_bytes)) % 16 == 0;
 }
 
-// Whether a call needs Staging: rows off 16-byte boundaries (QuantParams::vector_io), or padded code rows.
-bool needs_staging(const QuantParams& q) { return !q.vector_io || q.q_row_stride != q.hidden; }
+// Where a v2 / DSV4 / packed-op call is off 16-byte boundaries: the input's rows, the codes' rows (or padded).
+bool input_off(const QuantParams& q) {
+  return !aligned16(q.input, (q.rows_per_outer > 1 ? q.in_row_stride : 0) * 2) ||
+         !aligned16(nullptr, (q.num_outer > 1 ? q.in_outer_stride : 0) * 2);
+}
+bool codes_off(const QuantParams& q) { return q.q_row_stride != q.hidden || !aligned16(q.output_q, q.q_row_stride); }
+// The fused op's other tensors (contiguous rows of H % 16 == 0 elements: their addresses decide).
+bool off(const void* ptr) { return ptr != nullptr && !aligned16(ptr, 0); }
+
+bool needs_staging(const QuantParams& q) { return input_off(q) || codes_off(q); }
+bool needs_staging(const RmsNormQuantParams& r) {
+  return needs_staging(r.quant) || off(r.weight) || off(r.residual) || off(r.output_normed);
+}
 
 // v2 / DSV4 / the packed op: the input's rows, the codes' rows (a masked call's codes kept: rows past the counts
 // are not written).
 void stage(QuantParams& q, Staging& s) {
   const int64_t in_width = (q.fuse_silu_and_mul ? 2 : 1) * int64_t{q.hidden} * 2;
   const bool one_stride = q.num_outer == 1 || q.in_outer_stride == q.rows_per_outer * q.in_row_stride;
-  if (!aligned16(q.input, q.in_row_stride * 2) || !aligned16(nullptr, q.in_outer_stride * 2)) {
+  if (input_off(q)) {
     q.input = one_stride ? s.in(q.input, q.in_row_stride * 2, in_width, q.num_rows())
                          : s.in(q.input, q.in_row_stride * 2, in_width, q.rows_per_outer, q.num_outer,
                                 q.in_outer_stride * 2);
     q.in_row_stride = in_width / 2;
     q.in_outer_stride = q.rows_per_outer * q.in_row_stride;
   }
-  if (q.q_row_stride != q.hidden || !aligned16(q.output_q, q.q_row_stride)) {
+  if (codes_off(q)) {
     q.output_q = s.out(q.output_q, q.q_row_stride, q.hidden, q.num_rows(), q.masked_m != nullptr);
     q.q_row_stride = q.hidden;
   }
-  q.vector_io = true;
 }
 
 // The fused op: input, weight, residual (copied back: it is updated), output_normed and the codes.
 void stage(RmsNormQuantParams& r, Staging& s) {
-  QuantParams& q = r.quant;
-  const int64_t rows = q.num_rows(), width = int64_t{q.hidden} * 2;
-  if (!aligned16(q.input, q.in_row_stride * 2)) {
-    q.input = s.in(q.input, q.in_row_stride * 2, width, rows);
-    q.in_row_stride = q.hidden;
-  }
-  if (!aligned16(r.weight, 0)) r.weight = s.in(r.weight, width, width, 1);
-  if (r.residual != nullptr && !aligned16(r.residual, 0)) r.residual = s.out(r.residual, width, width, rows, true);
-  if (r.output_normed != nullptr && !aligned16(r.output_normed, 0)) {
-    r.output_normed = s.out(r.output_normed, width, width, rows, false);
-  }
-  if (q.q_row_stride != q.hidden || !aligned16(q.output_q, q.q_row_stride)) {
-    q.output_q = s.out(q.output_q, q.q_row_stride, q.hidden, rows, false);
-    q.q_row_stride = q.hidden;
-  }
-  q.vector_io = true;
+  stage(r.quant, s);
+  const int64_t rows = r.quant.num_rows(), width = int64_t{r.quant.hidden} * 2;
+  if (off(r.weight)) r.weight = s.in(r.weight, width, width, 1);
+  if (off(r.residual)) r.residual = s.out(r.residual, width, width, rows, true);
+  if (off(r.output_normed)) r.output_normed = s.out(r.output_normed, width, width, rows, false);
 }
 
 template <typename P>
@@ -272,7 +272,7 @@ void launch(const P& p, const Tensor& input, const Tensor& output_q, bool enable
   const int device = input.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
   const LaunchOptions o = launch_options(device, enable_pdl);
-  if (!needs_staging(q)) return launch_kernels(p, input, output_q, o);
+  if (!needs_staging(p)) return launch_kernels(p, input, output_q, o);
   Staging s(input, o.stream);
   P staged = p;
   stage(staged, s);
