@@ -34,10 +34,10 @@ def mismatch(ok, what):
     return int(not ok)
 
 
-def fused_same_as_cpu(device, rows, h, seed, group_size=128, with_residual=True, **kw):
+def fused_mismatch(device, rows, h, seed, group_size=128, with_residual=True, **kw):
     """One fused (add +) RMSNorm -> quant call (bf16 -> fp8, `kw` the wrapper's flags) on `device` and on
-    the CPU: normed (if asked) and residual (if given) the same bytes, and so are codes and scales on the
-    UE8M0 paths (elsewhere the two may differ by the one step docs/spec.md §1.1 allows)."""
+    the CPU: 0 where normed (if asked) and residual (if given) are the same bytes, and so are codes and
+    scales on the UE8M0 paths (elsewhere the two may differ by the one step docs/spec.md §1.1 allows), else 1."""
     x = make_input((rows, h), torch.bfloat16, seed=seed)
     w = (make_input((h,), torch.bfloat16, seed=1).float() * 100 + 1).to(torch.bfloat16)
     r = make_input((rows, h), torch.bfloat16, seed=seed + 1) if with_residual else None
@@ -47,7 +47,8 @@ def fused_same_as_cpu(device, rows, h, seed, group_size=128, with_residual=True,
         out = sgl_quant.rmsnorm_per_token_group_quant_fp8(x.to(dev), w.to(dev), group_size, residual=res, **kw)
         outs.append((*out, res))
     exact = zip(*outs) if kw.get("scale_ue8m0") else zip(outs[0][2:], outs[1][2:])  # [2:]: past codes, scales
-    return all(a is None or same(a, b) for a, b in exact)
+    return mismatch(all(a is None or same(a, b) for a, b in exact),
+                    f"fused {rows}x{h}, group {group_size}, residual {with_residual}, {kw} vs CPU")
 
 
 def main(argv=None):
@@ -65,7 +66,7 @@ def main(argv=None):
         launches += 1
         if ue8m0 and not silu:  # exact path: compare with the CPU op
             qc, sc = fn(x, gs, **kw)
-            failures += not (same(qg, qc) and same(sg, sc))
+            failures += mismatch(same(qg, qc) and same(sg, sc), f"{fn.__name__} {rows}x{x.shape[1]} {kw} vs CPU")
     for e, rows in ((5, 64), (3, 1), (32, 5), (33, 4)):  # per-warp scan (<= 32 experts) and shared-memory prefix
         x = make_input((e, rows, 2 * 7168), torch.bfloat16, seed=e, device=device)
         m = make_masked_m(e, rows, seed=e, device=device)
@@ -82,25 +83,25 @@ def main(argv=None):
         for h in (gs, 3 * gs, 7168 // gs * gs, 20480):
             for col, tma, ue8m0 in LAYOUTS:
                 for with_residual in (False, True):
-                    failures += not fused_same_as_cpu(device, 19, h, h, group_size=gs, with_residual=with_residual,
-                                                      column_major_scales=col, scale_tma_aligned=tma,
-                                                      scale_ue8m0=ue8m0, return_normed=with_residual)
+                    failures += fused_mismatch(device, 19, h, h, group_size=gs, with_residual=with_residual,
+                                               column_major_scales=col, scale_tma_aligned=tma,
+                                               scale_ue8m0=ue8m0, return_normed=with_residual)
                     launches += 1
     # a long one-chunk call (3200 rows of 5120: 8 rounds of resident blocks): the kernel that prefetches rows
-    failures += not fused_same_as_cpu(device, 3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True,
-                                      scale_ue8m0=True)
+    failures += fused_mismatch(device, 3200, 5120, 5, column_major_scales=True, scale_tma_aligned=True,
+                               scale_ue8m0=True)
     launches += 1
     # clusters of every kind of block: one warp (H=2048 in 4 or 8), several (H=16384), uneven (3)
     for cluster in (3, 4, 8):
         with launch_config(rmsnorm_cluster=cluster):
             for h in (2048, 16384):
-                failures += not fused_same_as_cpu(device, 5, h, h + cluster, scale_ue8m0=True, return_normed=True)
+                failures += fused_mismatch(device, 5, h, h + cluster, scale_ue8m0=True, return_normed=True)
                 launches += 1
     with launch_config(rmsnorm_stages=1):  # staged: 300 rows of 16384, a 1024-thread block per SM, 3 rows each
-        failures += not fused_same_as_cpu(device, 300, 16384, 7, scale_ue8m0=True, return_normed=True)
+        failures += fused_mismatch(device, 300, 16384, 7, scale_ue8m0=True, return_normed=True)
     with launch_config(rmsnorm_stages=2):
-        failures += not fused_same_as_cpu(device, 300, 16384, 8, column_major_scales=True, scale_tma_aligned=True,
-                                          scale_ue8m0=True)
+        failures += fused_mismatch(device, 300, 16384, 8, column_major_scales=True, scale_tma_aligned=True,
+                                   scale_ue8m0=True)
     launches += 2
     # per token / per tensor (docs/spec.md §8): the CPU gives the same bytes on the plain front
     for (rows, k), silu in itertools.product(((1, 7168), (300, 4096), (33, 4100), (3, 40000)), (False, True)):
@@ -113,7 +114,8 @@ def main(argv=None):
                     sgl_quant.per_tensor_quant_fp8(xs, fuse_silu_and_mul=silu),
                     sgl_quant.per_tensor_quant_int8(xs, scale=0.01, fuse_silu_and_mul=silu)]
             if device_outs is not None:
-                failures += not all(same(a, b) for got, want in zip(device_outs, outs) for a, b in zip(got, want))
+                failures += mismatch(all(same(a, b) for got, want in zip(device_outs, outs) for a, b in zip(got, want)),
+                                     f"per token / per tensor {rows}x{k} vs CPU")
             device_outs = outs
         launches += 4
     # rows off 16-byte boundaries and padded code rows (staged through aligned copies), and vLLM's packed op
