@@ -45,14 +45,20 @@ void check_input(const char* op, const Tensor& input) {
   }
 }
 
-// A contiguous tensor of the given shape on input's device and (when given) of the given dtype, at any address.
-void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, const char* name,
-                        const std::vector<int64_t>& expected_shape, std::optional<ScalarType> dtype = std::nullopt) {
+// A tensor of the given shape on input's device and (when given) of the given dtype, at any address.
+void check_shaped_tensor(const char* op, const Tensor& input, const Tensor& t, const char* name,
+                         const std::vector<int64_t>& expected_shape, std::optional<ScalarType> dtype = std::nullopt) {
   SGLQ_CHECK(t.defined(), op, ": ", name, " is undefined");
   SGLQ_CHECK(!dtype || t.scalar_type() == *dtype, op, ": ", name, " must have input's dtype ", *dtype, ", got ",
              t.scalar_type());
   check_same_device(op, input, t, name);
   SGLQ_CHECK(same_sizes(t, expected_shape), op, ": ", name, " must have shape ", expected_shape, ", got ", t.sizes());
+}
+
+// check_shaped_tensor, and contiguous.
+void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, const char* name,
+                        const std::vector<int64_t>& expected_shape, std::optional<ScalarType> dtype = std::nullopt) {
+  check_shaped_tensor(op, input, t, name, expected_shape, dtype);
   SGLQ_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", t.strides());
 }
 
@@ -61,10 +67,7 @@ void check_dense_tensor(const char* op, const Tensor& input, const Tensor& t, co
 // Returns that row stride.
 int64_t check_codes_tensor(const char* op, const Tensor& input, const Tensor& output_q,
                            const std::vector<int64_t>& expected_shape) {
-  SGLQ_CHECK(output_q.defined(), op, ": output_q is undefined");
-  check_same_device(op, input, output_q, "output_q");
-  SGLQ_CHECK(same_sizes(output_q, expected_shape), op, ": output_q must have shape ", expected_shape, ", got ",
-             output_q.sizes());
+  check_shaped_tensor(op, input, output_q, "output_q", expected_shape);
   const int64_t hidden = expected_shape.back();
   int64_t row_stride = hidden, expected = -1;  // the rows' stride; the stride the next outer dimension must have
   if (output_q.numel() == 0) return row_stride;
