@@ -176,7 +176,8 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     permuted = run(xs[perm], ws, torch.int8, residual=rs[perm])
     for a, b in zip(want[1], permuted):
         assert torch.equal(bits(a[perm]), bits(b))
-    # without residual, calls of at least 8 rows per SM run two chunks per thread (H >= 4096), shorter calls one
+    # per token without residual, calls of at least 8 rows per SM run two chunks per thread (H >= 4096), shorter
+    # calls one: the same bytes
     full = run(xs, ws, FP8, normed=False)
     for rows in (slice(0, 1), slice(4000, 4100)):
         for a, b in zip(full[:2], run(xs[rows], ws, FP8, normed=False)[:2]):

@@ -210,8 +210,8 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
 // clusters and staged rows, which it does not use (chunks laid out as group size 16's), and two chunks per
 // thread from 256 chunks (H >= 4096) for per-token calls without residual of at least 8 rows per SM: blocks
 // of half the threads put twice the rows in flight per SM for the row's chain of two reductions, which at 3
-// bytes per element bounds these calls (H100: 4-10% faster at M = 4096 ... 16384; with a residual, or per
-// tensor, 2-10% slower at M >= 4096).
+// bytes per element bounds these calls (H100: 4-10% faster at M = 4096 ... 16384; with a residual 2-6%
+// slower at M >= 2048, per tensor without residual 2-8% slower at M = 16384).
 template <typename T, typename R>
 cudaError_t launch_rmsnorm_scaled_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   static_assert(kElemsPerThread == kElemsPerChunk, "a thread's chunk");
