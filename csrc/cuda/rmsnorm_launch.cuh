@@ -178,6 +178,12 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   return launch_kernel(kernel, grid, threads, 0, opt, args);
 }
 
+// Whether a call runs two chunks per thread: where one block cannot hold the row (H > 16384), and for rows
+// of more than `min_chunks` chunks in calls of at least 8 rows per SM.
+inline bool rmsnorm_two_chunks(int num_chunks, int64_t num_rows, int num_sms, int min_chunks) {
+  return num_chunks > kRmsNormMaxTeam || (num_chunks > min_chunks && num_rows >= 8 * static_cast<int64_t>(num_sms));
+}
+
 // Chunks per thread: two where one block cannot hold the row (H > 16384), and for rows of more than 512
 // chunks (H > 8192) in calls of at least 8 rows per SM: blocks of half the threads, so that more of them
 // share an SM and overlap one another's barriers. One elsewhere. Output_normed calls of 448-512 chunks and
@@ -200,8 +206,7 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
     if (num_rows > 3 * round && num_rows <= 5 * round) o.rmsnorm_stages = kRmsNormAutoStages;
   }
   const bool staged = o.rmsnorm_stages > 0 && o.clusters;  // (SM90 code)
-  const bool two_chunks = num_chunks > kRmsNormMaxTeam ||
-                          (!staged && num_chunks > 512 && num_rows >= 8 * static_cast<int64_t>(opt.num_sms));
+  const bool two_chunks = rmsnorm_two_chunks(num_chunks, num_rows, opt.num_sms, staged ? kRmsNormMaxTeam : 512);
   return two_chunks ? launch_rmsnorm_quant_kernel<T, R, GS, 2, false>(rp, o)
                     : launch_rmsnorm_quant_kernel<T, R, GS, 1, false>(rp, o);
 }
@@ -217,8 +222,8 @@ cudaError_t launch_rmsnorm_scaled_quant(const RmsNormQuantParams& rp, const Laun
   static_assert(kElemsPerThread == kElemsPerChunk, "a thread's chunk");
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
   const bool per_token_no_residual = rp.residual == nullptr && rp.granularity == Granularity::kPerToken;
-  const bool two_chunks = num_chunks > kRmsNormMaxTeam || (num_chunks >= (per_token_no_residual ? 256 : 513) &&
-                          rp.quant.num_rows() >= 8 * static_cast<int64_t>(opt.num_sms));
+  const int min_chunks = per_token_no_residual ? 255 : 512;  // two chunks from H = 4096, else from H > 8192
+  const bool two_chunks = rmsnorm_two_chunks(num_chunks, rp.quant.num_rows(), opt.num_sms, min_chunks);
   return two_chunks ? launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 2, true>(rp, opt)
                     : launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 1, true>(rp, opt);
 }
