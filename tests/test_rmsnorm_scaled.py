@@ -146,16 +146,18 @@ def test_compat_shapes():
 @pytest.mark.parametrize("out", [FP8, torch.int8], ids=["fp8", "int8"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_cuda_matches_cpu(dtype, out, static):
-    """Every H class (small teams, one warp, a block of many warps, two chunks per thread), M from one row to
-    many rounds of blocks (the prefetching and two-chunk grids), with and without residual and normed output."""
+    """Every H class (small teams, one warp, a block of many warps, two chunks per thread; without residual from
+    3 rows per SM, two or four chunks of input words, their teams padded or not), M from one row to many rounds
+    of blocks (the prefetching and looping grids), with and without residual and normed output."""
     scale = torch.tensor([0.01 if out == FP8 else 0.03])
-    for i, (m, h) in enumerate([(1, 7168), (7, 16), (300, 48), (64, 2048), (5, 16400), (3000, 4096), (2200, 10240)]):
-        for with_residual in (True, False):
+    cases = [(1, 7168), (7, 16), (300, 48), (64, 2048), (5, 16400), (3000, 4096), (2200, 10240), (600, 7168),
+             (500, 3072), (450, 5120), (400, 32768)]
+    for i, (m, h) in enumerate(cases):
+        for with_residual, normed in ((True, True), (False, False), (False, True)):
             x, w, r = make_case(m, h, dtype, seed=100 + i, with_residual=with_residual, device="cuda")
-            gpu = run(x, w, out, scale.cuda() if static else None, r, normed=with_residual)
-            cpu = run(x.cpu(), w.cpu(), out, scale if static else None, None if r is None else r.cpu(),
-                      normed=with_residual)
-            assert_same(gpu, cpu, f"{m=} {h=} {with_residual=}")
+            gpu = run(x, w, out, scale.cuda() if static else None, r, normed=normed)
+            cpu = run(x.cpu(), w.cpu(), out, scale if static else None, None if r is None else r.cpu(), normed=normed)
+            assert_same(gpu, cpu, f"{m=} {h=} {with_residual=} {normed=}")
 
 
 @pytest.mark.gpu
@@ -176,12 +178,20 @@ def test_cuda_batch_invariance_launch_shapes_and_pdl():
     permuted = run(xs[perm], ws, torch.int8, residual=rs[perm])
     for a, b in zip(want[1], permuted):
         assert torch.equal(bits(a[perm]), bits(b))
-    # per token without residual, calls of at least 8 rows per SM run two chunks per thread (H >= 4096), shorter
-    # calls one: the same bytes
-    full = run(xs, ws, FP8, normed=False)
-    for rows in (slice(0, 1), slice(4000, 4100)):
-        for a, b in zip(full[:2], run(xs[rows], ws, FP8, normed=False)[:2]):
-            assert torch.equal(bits(a[rows]), bits(b))
+    # without residual, calls of at least 3 rows per SM keep the input words, two chunks per thread at H = 4096 and
+    # four at H = 7168 (in blocks looping over rows with waves=1), shorter calls one chunk: the same bytes
+    x7, w7, _ = make_case(1000, 7168, torch.bfloat16, 33, with_residual=False, device="cuda")
+    for xx, ww in ((xs, ws), (x7, w7)):
+        for static in (None, torch.tensor([0.01], device="cuda")):
+            full = run(xx, ww, FP8, static)
+            with launch_config(waves=1):
+                looped = run(xx, ww, FP8, static, enable_pdl=True)
+            assert_same(looped, full, f"H={xx.shape[1]} {static=} waves=1")
+            for rows in (slice(0, 1), slice(300, 400)):
+                part = run(xx[rows], ww, FP8, static)
+                for a, b in zip((full[0], full[2]) + (() if static else (full[1],)),
+                                (part[0], part[2]) + (() if static else (part[1],))):
+                    assert torch.equal(bits(a[rows]), bits(b))
 
 
 @pytest.mark.gpu

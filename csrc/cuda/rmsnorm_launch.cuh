@@ -86,21 +86,28 @@ auto one_chunk_kernel(bool pdl) {
 }
 
 // Launch shape and arguments of one call with CHUNKS chunks per thread (1 for H <= 16384 = 16 *
-// kRmsNormMaxTeam, 2 for H >= 1024); launch_rmsnorm_quant picks CHUNKS. SCALED: per-token / per-tensor codes
-// (no clusters, no staged rows).
-template <typename T, typename R, int GS, int CHUNKS, bool SCALED>
+// kRmsNormMaxTeam, 2 for H >= 1024, 4 for H >= 2048); the launchers below pick CHUNKS. SCALED: per-token /
+// per-tensor codes (no clusters, no staged rows). NO_RESIDUAL (SCALED calls without residual): the kernels that
+// keep the input words (kTwoChunksNoResidual, kFourChunksNoResidual; four chunks only there).
+template <typename T, typename R, int GS, int CHUNKS, bool SCALED, bool NO_RESIDUAL = false>
 cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const LaunchOptions& requested) {
+  static_assert(CHUNKS == 1 || CHUNKS == 2 || (CHUNKS == 4 && NO_RESIDUAL), "chunks per thread");
+  static_assert(!NO_RESIDUAL || (SCALED && CHUNKS > 1), "the input-word kernels: per-token / per-tensor codes");
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
-  if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 64 || num_chunks > 2 * kRmsNormMaxTeam) {
+  const int max_team = CHUNKS == 4 ? kRmsNormFourChunksMaxThreads : kRmsNormMaxTeam;
+  if (CHUNKS == 1 ? num_chunks > kRmsNormMaxTeam : num_chunks < 32 * CHUNKS || num_chunks > CHUNKS * max_team) {
     return cudaErrorInvalidValue;
   }
-  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, CHUNKS == 2 ? RmsNormSchedule::kTwoChunks : RmsNormSchedule::kOnePass,
-                                              false, SCALED>;
+  if (NO_RESIDUAL && rp.residual != nullptr) return cudaErrorInvalidValue;
+  constexpr RmsNormSchedule schedule = CHUNKS == 4 ? RmsNormSchedule::kFourChunksNoResidual
+                                       : CHUNKS == 1 ? RmsNormSchedule::kOnePass
+                                       : NO_RESIDUAL ? RmsNormSchedule::kTwoChunksNoResidual : RmsNormSchedule::kTwoChunks;
+  constexpr auto kernel = rmsnorm_quant_kernel<T, R, GS, schedule, false, SCALED>;
   const LaunchOptions opt = options_for<kernel>(requested);
   const int64_t num_rows = rp.quant.num_rows();
   int team = 1, cluster = 1;
-  if (CHUNKS == 2) {
-    while (team * 2 < num_chunks) team *= 2;  // half the chunk count padded to a power of two (>= 32)
+  if (CHUNKS > 1) {
+    while (team * CHUNKS < num_chunks) team *= 2;  // 1/CHUNKS of the chunk count padded to a power of two (>= 32)
   } else {
     while (team < num_chunks && team < 32) team *= 2;
     if (!SCALED && num_chunks > 32 && opt.clusters && num_rows <= kMaxClusterRows) {
@@ -117,7 +124,7 @@ cudaError_t launch_rmsnorm_quant_kernel(const RmsNormQuantParams& rp, const Laun
   const int rows_per_block = threads / team;
   const int64_t blocks_needed = (num_rows + rows_per_block - 1) / rows_per_block * cluster;
   int64_t grid = blocks_needed;  // one chunk per thread: a block (cluster) per row group, one pass
-  if constexpr (CHUNKS == 2) {    // two: rounds of resident blocks (64: a block per row up to ~33k rows of 7168)
+  if constexpr (CHUNKS > 1) {  // rounds of resident blocks (64: at two chunks a block per row up to ~33k rows of 7168)
     const cudaError_t err = capped_grid<kernel>(blocks_needed, threads, 0, opt.waves > 0 ? opt.waves : 64, opt, grid);
     if (err != cudaSuccess) return err;
   }
@@ -212,20 +219,24 @@ cudaError_t launch_rmsnorm_quant(const RmsNormQuantParams& rp, const LaunchOptio
 }
 
 // The fused op with per-token / per-tensor codes (docs/spec.md §8.3): the group op's schedule rules but for
-// clusters and staged rows, which it does not use (chunks laid out as group size 16's), and two chunks per
-// thread from 256 chunks (H >= 4096) for per-token calls without residual of at least 8 rows per SM: blocks
-// of half the threads put twice the rows in flight per SM for the row's chain of two reductions, which at 3
-// bytes per element bounds these calls (H100: 4-10% faster at M = 4096 ... 16384; with a residual 2-6%
-// slower at M >= 2048, per tensor without residual 2-8% slower at M = 16384).
+// clusters and staged rows, which it does not use (chunks laid out as group size 16's), and for calls without
+// residual of H > 2048 and at least 3 rows per SM. Those keep each chunk's input words (z = float(x)), so that
+// two or four chunks per thread fit the registers in blocks of at most 128 threads (four where two would take
+// more): 7 rows per SM at H = 7168 where one chunk holds 2 and two chunks of fp32 values 4, for a row's chain
+// of reductions that, at 3 bytes per element, bounds these calls (H100, M = 1024 ... 16384: 5-19% faster than
+// the best of one and two chunks of fp32 values; at M = 256, 2 rows per SM, 4-23% slower than one chunk).
 template <typename T, typename R>
 cudaError_t launch_rmsnorm_scaled_quant(const RmsNormQuantParams& rp, const LaunchOptions& opt) {
   static_assert(kElemsPerThread == kElemsPerChunk, "a thread's chunk");
   const int num_chunks = rp.quant.hidden / kElemsPerThread;
-  const bool per_token_no_residual = rp.residual == nullptr && rp.granularity == Granularity::kPerToken;
-  const int min_chunks = per_token_no_residual ? 255 : 512;  // two chunks from H = 4096, else from H > 8192
-  const bool two_chunks = rmsnorm_two_chunks(num_chunks, rp.quant.num_rows(), opt.num_sms, min_chunks);
-  return two_chunks ? launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 2, true>(rp, opt)
-                    : launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 1, true>(rp, opt);
+  const int64_t num_rows = rp.quant.num_rows();
+  if (rp.residual == nullptr && num_chunks > 128 && num_rows >= 3 * static_cast<int64_t>(opt.num_sms)) {
+    return num_chunks > 256 ? launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 4, true, true>(rp, opt)
+                            : launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 2, true, true>(rp, opt);
+  }
+  return rmsnorm_two_chunks(num_chunks, num_rows, opt.num_sms, 512)
+             ? launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 2, true>(rp, opt)
+             : launch_rmsnorm_quant_kernel<T, R, kElemsPerThread, 1, true>(rp, opt);
 }
 
 // Every variant of one group size: {bf16, fp16} x {fp8, int8} (either scale store; each with its kernels

@@ -15,16 +15,17 @@
 //   ss  = pairwise sum of q_0 .. q_{H/8-1}: adjacent pairs first, then pairs of pairs, ..., the count
 //         padded with +0 to a power of two (x + 0 = x: the padding changes nothing).
 //
-// Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + team
-// with CHUNKS = 2, launch_rmsnorm_quant: H > 16384, and long calls of H > 8192; the team is then the
-// power of two of half the padded chunk count), 16 elements laid out as in v2 so that
+// Work decomposition: a row belongs to a team of threads; thread t holds chunk c = t (and c = t + k * team,
+// k < CHUNKS, with CHUNKS = 2 or 4 chunks per thread, as the launchers choose: H > 16384, long calls of
+// H > 8192, calls without residual; the team is then the power of two of 1/CHUNKS of the padded chunk
+// count), 16 elements laid out as in v2 so that
 // quantize_words applies unchanged: group g = c / L, L = GS / 16 threads per group, lane j = c % L,
 // elements [g*GS + j*8, +8) (vector u1) and [g*GS + GS/2 + j*8, +8) (vector u2). The pairwise tree
 // then falls out of the thread layout, one bit of the vector index at a time: the low log2(L) bits are
 // lane bits (shuffles on both vectors), the next bit is u1 + u2 in the thread, the bits above are the
 // remaining lane bits (shuffles), then the warp index (a 32-lane butterfly over the warps' sums, from
 // shared memory, padded with zeros), then the chunk k (the team being a power of two, each chunk k
-// covers an aligned half of the padded tree).
+// covers an aligned 1/CHUNKS of the padded tree: the chunks' sums are added pairwise).
 // Teams: up to 32 chunks, a power-of-two slice of a warp (several rows per 128-thread block); more, a
 // whole block of ceil(chunks / 32) warps, one row at a time, or, for calls of few long rows, a cluster
 // of C blocks (thread-block cluster, SM90+) of ceil(chunks / C / 32) warps each on C SMs: block rank b
@@ -50,6 +51,9 @@ constexpr int kRmsNormMaxTeam = 1024;
 constexpr int kRmsNormMaxCluster = 8;        // the portable cluster size limit
 constexpr int kRmsNormStageHeader = 128;     // kStaged: the stage barriers' bytes before the stages
 constexpr int kRmsNormMaxStages = kRmsNormStageHeader / 8;
+// kFourChunksNoResidual's launch bound: 72 registers, 7 blocks of 128 threads (H = 7168) per SM. Within 64
+// registers (1024 threads) sm_100a spilled; four chunks of H <= 32768 take at most 512 threads.
+constexpr int kRmsNormFourChunksMaxThreads = 896;
 
 struct RmsNormKernelArgs {
   // The kernel's arguments fill two 64-byte constant lines, and a block's first read of each waits for
@@ -159,6 +163,11 @@ enum class RmsNormSchedule : int {
   // issues a row's x and residual as two copies on the row's stage barrier), so that its loads of a row
   // are shared-memory reads and DRAM streams while the block reduces, normalizes and stores.
   kStaged,
+  // Two or four chunks per thread for per-token / per-tensor calls without residual (SCALED), looping as
+  // kTwoChunks: a thread keeps its chunks' input words rather than their fp32 values (z = float(x)), so
+  // that blocks of fewer threads fit the registers and more rows share an SM (launch_rmsnorm_scaled_quant).
+  kTwoChunksNoResidual,
+  kFourChunksNoResidual,
 };
 
 // WAIT_AT_ROW (one-chunk kernels from global memory: kOnePass, kPrefetch, kClustered; the launcher's choice
@@ -166,8 +175,11 @@ enum class RmsNormSchedule : int {
 // SCALED: per-token / per-tensor codes of the normed row (docs/spec.md §8.3; kOnePass, kTwoChunks, kPrefetch,
 // one block per row or several rows per block, never in clusters), else per-group ones (quantize_words).
 template <typename T, typename R, int GS, RmsNormSchedule S, bool WAIT_AT_ROW = false, bool SCALED = false>
-__global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
-  constexpr int kChunks = S == RmsNormSchedule::kTwoChunks ? 2 : 1;  // chunks per thread
+__global__ void __launch_bounds__(S == RmsNormSchedule::kFourChunksNoResidual ? kRmsNormFourChunksMaxThreads : kRmsNormMaxTeam)
+rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
+  constexpr bool kInputOnly = S == RmsNormSchedule::kTwoChunksNoResidual || S == RmsNormSchedule::kFourChunksNoResidual;
+  constexpr int kChunks = S == RmsNormSchedule::kFourChunksNoResidual ? 4
+                          : S == RmsNormSchedule::kTwoChunks || kInputOnly ? 2 : 1;  // chunks per thread
   constexpr bool kPrefetch = S == RmsNormSchedule::kPrefetch;
   constexpr bool kClustered = S == RmsNormSchedule::kClustered;
   constexpr bool kStaged = S == RmsNormSchedule::kStaged;
@@ -277,7 +289,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     const int row = first + static_cast<int>(threadIdx.x >> team_log2);
     const bool row_valid = row < args.num_rows;
     const T* x_row = input_row_of(row);
-    T* res_row = args.residual ? residual_row_of(row) : nullptr;
+    T* res_row = !kInputOnly && args.residual ? residual_row_of(row) : nullptr;
     // One chunk: the stores' offsets (row * H for the codes and output_normed, the scale's byte offset) are
     // computed between the row's loads and their first use, where they cost nothing while the loads are in
     // flight, instead of after the reduction, on the row's chain (where, at M=256, every warp of the SM
@@ -297,7 +309,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     // output_normed's row (second constant line): two-chunk kernels read the second line at their top
     // anyway (loop invariants), and computing it here keeps them within 64 registers (after the reduction,
     // ptxas spilled 16 bytes); one-chunk kernels compute it after the reduction, from the pinned row_elems.
-    constexpr bool kNormedRowEarly = kChunks == 2;
+    constexpr bool kNormedRowEarly = kChunks > 1;
     T* normed_row = kNormedRowEarly ? normed_row_at(row_elems) : nullptr;
     auto task_of = [&](int k) {  // chunk k's group: where its codes and scale go
       const int g = (t + k * team) / L;
@@ -313,9 +325,11 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
     bool valid[kChunks];
     int offset[kChunks][2];  // element offsets of the chunk's two vectors in the row
     // The weight is loaded with the row, so that its latency hides behind theirs, where registers allow
-    // (one chunk: 58 registers; two chunks would spill, so they load it after the reduction).
-    constexpr bool kWeightWithRow = kChunks == 1;
+    // (one chunk: 58 registers; two chunks of input words 64; kTwoChunks would spill, and four chunks need
+    // their registers for the input words, so they load it after the reduction).
+    constexpr bool kWeightWithRow = kChunks == 1 || S == RmsNormSchedule::kTwoChunksNoResidual;
     uint4 wv[kChunks][2];
+    uint4 xin[kChunks][2];  // kInputOnly: the chunks' input words, kept instead of z
     float a[kChunks], b[kChunks];
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
@@ -348,6 +362,7 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
         }
         if (SCALED && k == 0 && scale_ptr != nullptr) scale_value = *scale_ptr;
       }
+      xin[k][0] = xv[0], xin[k][1] = xv[1];
       if (cluster > 1 && k == 0) cluster_arrive_relaxed();  // this block has started (see there); once: one pass
       if constexpr (kStoresEarly) {
         s_offset = scale_byte_offset<ScaleStore::kEither>(args, task_of(0));
@@ -389,8 +404,8 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
 
     // ss: the pairwise tree over the vectors (see the header comment).
     float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kChunks; ++k) {
+    if constexpr (kChunks == 1) {
+      constexpr int k = 0;
       float s = ieee_add(butterfly_sum(a[k], 1, L), butterfly_sum(b[k], 1, L));
       s = butterfly_sum(s, L, team < 32 ? team : 32);
       if (team > 32 || cluster > 1) {  // one row per block or cluster: combine the row's warps
@@ -417,7 +432,31 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
           s = butterfly_sum(v, 1, 32);
         }
       }
-      ss = k == 0 ? s : ieee_add(ss, s);
+      ss = s;
+    } else {
+      // several chunks per thread: a block per row (team >= 32, no clusters), the chunks' warp sums through
+      // shared memory behind one barrier; chunk k's sum is an aligned part of the padded tree, so the
+      // chunks' sums are added pairwise.
+      float s[kChunks];
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        s[k] = butterfly_sum(ieee_add(butterfly_sum(a[k], 1, L), butterfly_sum(b[k], 1, L)), L, 32);
+      }
+      if (team > 32) {
+        if (warp_lane == 0) {
+#pragma unroll
+          for (int k = 0; k < kChunks; ++k) warp_sums[parity][k][warp] = s[k];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) s[k] = butterfly_sum(warp_lane < row_warps ? warp_sums[parity][k][warp_lane] : 0.0f, 1, 32);
+      }
+#pragma unroll
+      for (int w = 1; w < kChunks; w *= 2) {
+#pragma unroll
+        for (int k = 0; k < kChunks; k += 2 * w) s[k] = ieee_add(s[k], s[k + w]);
+      }
+      ss = s[0];
     }
     parity ^= 1;
     if constexpr (kPrefetch) {  // a block per row (rows_per_block == 1, cluster == 1)
@@ -455,7 +494,12 @@ __global__ void __launch_bounds__(kRmsNormMaxTeam) rmsnorm_quant_kernel(const Rm
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           const float2 w = Pack2<T>::to_float2(ww[m]);
-          const float zx = z[k][h * 8 + 2 * m], zy = z[k][h * 8 + 2 * m + 1];
+          uint32_t x_word = reinterpret_cast<const uint32_t*>(&xin[k][h])[m];
+          // opaque, so that ptxas converts the word anew rather than keeping z through the reduction (sm_100a
+          // spilled the four-chunk kernel)
+          if constexpr (kInputOnly) asm volatile("" : "+r"(x_word));
+          const float2 x2 = Pack2<T>::to_float2(x_word);
+          const float zx = kInputOnly ? x2.x : z[k][h * 8 + 2 * m], zy = kInputOnly ? x2.y : z[k][h * 8 + 2 * m + 1];
           n[h * 4 + m] = Pack2<T>::from_float2(make_float2(ieee_mul(ieee_mul(zx, inv), w.x), ieee_mul(ieee_mul(zy, inv), w.y)));
         }
         if (normed_row != nullptr && valid[k]) {

@@ -4,7 +4,7 @@ resource usage (cuobjdump; no GPU, no second compile).
 The kernels' speed rests on two register counts: plain v2 quantization at <= 32 registers (2048 resident
 threads per SM: the memory-bound large calls need full occupancy) and fused SiLU at <= 40 (its launch
 bounds; SiLUs overlapping within a thread). The fused RMSNorm kernels (one row per block of up to 1024
-threads) must not spill within their launch bounds (64 registers). A change that spills or crosses a
+threads) must not spill within their launch bounds (64 registers; the four-chunk kernel 72). A change that spills or crosses a
 bound would slow the kernels without failing any CPU test, so CI checks every kernel of every SASS arch
 in sgl_quant._C, and counts them (docs/design.md: the kernel budget).
 
@@ -31,24 +31,26 @@ from find_cuda_home import find_cuda_home  # noqa: E402  (scripts/build/)
 
 MAX_REGISTERS = {False: 32, True: 40}  # v2: plain, fused SiLU
 MAX_RMSNORM_REGISTERS = 64  # __launch_bounds__(1024)
+MAX_RMSNORM_FOUR_CHUNK_REGISTERS = 72  # __launch_bounds__(896), kRmsNormFourChunksMaxThreads
 MAX_SCALED_REGISTERS = 64  # per-token / per-tensor: __launch_bounds__(1024)
 # Kernels per arch, by kernel name. Per group size (x 5), each over {bf16, fp16} x {fp8, int8}: v2, the general
 # kernel (dense: {fp32, packed scales} x {plain, SiLU}; masked: {plain, SiLU}), the no-PDL kernels (dense:
 # {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed}); the fused
 # RMSNorm op, 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms). Once:
-# the fused op's per-token / per-tensor kernels ({bf16, fp16} x {fp8, int8} x 5: one chunk and prefetching in
-# two PDL forms, two chunks); per-token / per-tensor quantization, {bf16, fp16} x {fp8, int8} x {plain, SiLU},
+# the fused op's per-token / per-tensor kernels ({bf16, fp16} x {fp8, int8} x 7: one chunk and prefetching in
+# two PDL forms, two chunks, two and four chunks of input words); per-token / per-tensor quantization, {bf16, fp16} x {fp8, int8} x {plain, SiLU},
 # and its amax kernel ({bf16, fp16} x {plain, SiLU}).
 GROUP_SIZES = 5  # 16, 32, 64, 128, 256: one instantiation file per family and group size
 # (+ 4 of each dense plain form for vLLM's packed op: group size 128, ScaleStore::kPackedPadded)
 KERNELS_PER_ARCH = {
     "per_token_group_quant_kernel": 24 * GROUP_SIZES + 4, "dense_no_pdl_kernel": 16 * GROUP_SIZES + 4,
     "masked_no_pdl_kernel": 8 * GROUP_SIZES, "small_call_quant_kernel": 8 * GROUP_SIZES + 4,
-    "rmsnorm_quant_kernel": 32 * GROUP_SIZES + 20, "scaled_quant_kernel": 8, "tensor_amax_kernel": 4,
+    "rmsnorm_quant_kernel": 32 * GROUP_SIZES + 28, "scaled_quant_kernel": 8, "tensor_amax_kernel": 4,
 }
 MAX_KERNELS_PER_ARCH = 500  # the budget (docs/design.md)
 # rmsnorm_quant.cuh's RmsNormSchedule, by value
-RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged"]
+RMSNORM_SCHEDULES = ["1 chunk", "2 chunks", "1 chunk prefetching", "1 chunk clustered", "1 chunk staged",
+                     "2 chunks, input words", "4 chunks, input words"]
 def find_cuobjdump():
     """cuobjdump of the CUDA toolkit, else the one Triton ships (the local toolkit may lack it)."""
     for candidate in (Path(find_cuda_home()) / "bin" / "cuobjdump", shutil.which("cuobjdump")):
@@ -183,7 +185,8 @@ def main(argv=None):
                 flags = re.search(r"RmsNormScheduleE(\d)ELb([01])ELb([01])EEEv", name)
                 kind = (f"RMSNorm {RMSNORM_SCHEDULES[int(flags.group(1))]}" + (", row wait" if flags.group(2) == "1" else "")
                         + (", per-token/tensor" if flags.group(3) == "1" else ""))
-                key, bound = (arch, kind), MAX_RMSNORM_REGISTERS
+                four_chunks = RMSNORM_SCHEDULES[int(flags.group(1))].startswith("4")
+                key, bound = (arch, kind), MAX_RMSNORM_FOUR_CHUNK_REGISTERS if four_chunks else MAX_RMSNORM_REGISTERS
             elif no_pdl:
                 silu = re.search(r"ELb([01])EEEvNS_\d+(Dense|Masked)NoPdlArgs", name).group(1) == "1"  # template argument SILU
                 layout = "masked" if "masked_no_pdl_kernel" in name else "dense"
