@@ -172,10 +172,12 @@ enum class RmsNormSchedule : int {
 
 // WAIT_AT_ROW (one-chunk kernels from global memory: kOnePass, kPrefetch, kClustered; the launcher's choice
 // for PDL launches): the PDL wait comes at the row's loads instead of the kernel's top (see there).
-// SCALED: per-token / per-tensor codes of the normed row (docs/spec.md §8.3; kOnePass, kTwoChunks, kPrefetch,
-// one block per row or several rows per block, never in clusters), else per-group ones (quantize_words).
+// SCALED: per-token / per-tensor codes of the normed row (docs/spec.md §8.3; kOnePass, kTwoChunks, kPrefetch and
+// the input-word schedules, one block per row or several rows per block, never in clusters), else per-group ones
+// (quantize_words).
 template <typename T, typename R, int GS, RmsNormSchedule S, bool WAIT_AT_ROW = false, bool SCALED = false>
-__global__ void __launch_bounds__(S == RmsNormSchedule::kFourChunksNoResidual ? kRmsNormFourChunksMaxThreads : kRmsNormMaxTeam)
+__global__ void __launch_bounds__(S == RmsNormSchedule::kFourChunksNoResidual ? kRmsNormFourChunksMaxThreads
+                                                                             : kRmsNormMaxTeam)
 rmsnorm_quant_kernel(const RmsNormKernelArgs args) {
   constexpr bool kInputOnly = S == RmsNormSchedule::kTwoChunksNoResidual || S == RmsNormSchedule::kFourChunksNoResidual;
   constexpr int kChunks = S == RmsNormSchedule::kFourChunksNoResidual ? 4

@@ -4,9 +4,9 @@ resource usage (cuobjdump; no GPU, no second compile).
 The kernels' speed rests on two register counts: plain v2 quantization at <= 32 registers (2048 resident
 threads per SM: the memory-bound large calls need full occupancy) and fused SiLU at <= 40 (its launch
 bounds; SiLUs overlapping within a thread). The fused RMSNorm kernels (one row per block of up to 1024
-threads) must not spill within their launch bounds (64 registers; the four-chunk kernel 72). A change that spills or crosses a
-bound would slow the kernels without failing any CPU test, so CI checks every kernel of every SASS arch
-in sgl_quant._C, and counts them (docs/design.md: the kernel budget).
+threads) must not spill within their launch bounds (64 registers; the four-chunk kernel's, 72). A change
+that spills or crosses a bound would slow the kernels without failing any CPU test, so CI checks every
+kernel of every SASS arch in sgl_quant._C, and counts them (docs/design.md: the kernel budget).
 
 PDL: a kernel launched with programmatic dependent launch runs while its producer still writes, so every
 128-bit load (input, weight, residual) must come after `griddepcontrol.wait` (SASS ACQBULK) on every
@@ -38,8 +38,8 @@ MAX_SCALED_REGISTERS = 64  # per-token / per-tensor: __launch_bounds__(1024)
 # {fp32, packed} x {plain, SiLU}; masked: {plain, SiLU}) and the small-call kernel ({fp32, packed}); the fused
 # RMSNorm op, 8 kernels (RMSNORM_SCHEDULES, the one-chunk ones from global memory in two PDL forms). Once:
 # the fused op's per-token / per-tensor kernels ({bf16, fp16} x {fp8, int8} x 7: one chunk and prefetching in
-# two PDL forms, two chunks, two and four chunks of input words); per-token / per-tensor quantization, {bf16, fp16} x {fp8, int8} x {plain, SiLU},
-# and its amax kernel ({bf16, fp16} x {plain, SiLU}).
+# two PDL forms, two chunks, two and four chunks of input words); per-token / per-tensor quantization,
+# {bf16, fp16} x {fp8, int8} x {plain, SiLU}, and its amax kernel ({bf16, fp16} x {plain, SiLU}).
 GROUP_SIZES = 5  # 16, 32, 64, 128, 256: one instantiation file per family and group size
 # (+ 4 of each dense plain form for vLLM's packed op: group size 128, ScaleStore::kPackedPadded)
 KERNELS_PER_ARCH = {
